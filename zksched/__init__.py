@@ -1,0 +1,3 @@
+"""zksched: a cron scheduler cluster coordinated through ZooKeeper."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,128 @@
+"""Cluster commands: `run` (the daemon), `members`, `owners`."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from types import FrameType
+
+import click
+from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
+
+from zksched.cli.context import CliContext
+from zksched.cli.errors import CliFailure, invalid
+from zksched.cli.main import cli
+from zksched.cli.output import echo_json, echo_table
+from zksched.core.names import name_problem, parse_label
+from zksched.core.owners import OwnerTable
+from zksched.runtime.daemon import Daemon, DaemonConfig, default_member_id
+from zksched.runtime.logs import setup_logging
+from zksched.zk.membership import MemberReader, MemberSnapshot
+
+
+def _labels(values: tuple[str, ...]) -> dict[str, str]:
+    labels: dict[str, str] = {}
+    for text in values:
+        try:
+            key, value = parse_label(text)
+        except ValueError as exc:
+            raise invalid(f"--label: {exc}") from None
+        labels[key] = value
+    return labels
+
+
+@cli.command()
+@click.option("--label", "labels", multiple=True, metavar="K=V", help="Member label (repeatable).")
+@click.option(
+    "--session-timeout",
+    type=float,
+    default=10.0,
+    show_default=True,
+    help="ZooKeeper session timeout in seconds: a crashed member's jobs move after this long.",
+)
+@click.option(
+    "--member-id",
+    default=None,
+    envvar="ZKSCHED_MEMBER_ID",
+    help="Override the member id (default <hostname>-<pid>).",
+)
+@click.pass_obj
+def run(
+    ctx: CliContext, labels: tuple[str, ...], session_timeout: float, member_id: str | None
+) -> None:
+    """Run the daemon: join the cluster, keep the owner table, fire owned jobs."""
+    settings = ctx.with_session_timeout(session_timeout)
+    member_labels = _labels(labels)
+    member_id = member_id or default_member_id()
+    problem = name_problem(member_id, "member id")
+    if problem:
+        raise invalid(problem)
+    setup_logging(ctx.log_level, ctx.log_format)
+    daemon = Daemon(
+        DaemonConfig(
+            zk=settings, client_id=ctx.client_id, labels=member_labels, member_id=member_id
+        )
+    )
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        daemon.request_stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    daemon.run()
+    sys.exit(0)
+
+
+def read_members(ctx: CliContext) -> MemberSnapshot:
+    with ctx.client() as client:
+        try:
+            return MemberReader(client, ctx.paths, ctx.connect_timeout).read()
+        except NoNodeError:
+            return MemberSnapshot(())
+        except (KazooException, KazooTimeoutError) as exc:
+            raise CliFailure(f"reading members failed: {type(exc).__name__}") from None
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="JSON output.")
+@click.pass_obj
+def members(ctx: CliContext, as_json: bool) -> None:
+    """List the live members of the cluster."""
+    snapshot = read_members(ctx)
+    records = [m.to_record() for m in snapshot.members]
+    for record in records:
+        record["joined_at"] = record["started_at"]
+    if as_json:
+        echo_json(records)
+        return
+    if not records:
+        click.echo(f"no live members in cluster {ctx.client_id}")
+    else:
+        echo_table(
+            ["MEMBER", "HOST", "PID", "LABELS", "JOINED", "ZNODE"],
+            [
+                [r["member_id"], r["host"], r["pid"], r["labels"], r["joined_at"], r["znode"]]
+                for r in records
+            ],
+        )
+    for znode, why in snapshot.invalid.items():
+        click.echo(f"warning: member znode {znode} ignored: {why}", err=True)
+
+
+@cli.command()
+@click.argument("jobs", nargs=-1)
+@click.option("--json", "as_json", is_flag=True, help="JSON output.")
+@click.pass_obj
+def owners(ctx: CliContext, jobs: tuple[str, ...], as_json: bool) -> None:
+    """Show the owner table: job -> member id."""
+    for job in jobs:
+        problem = name_problem(job, "job name")
+        if problem:
+            raise invalid(problem)
+    table = OwnerTable(read_members(ctx).members)
+    assignment = {job: table.owner(job) for job in jobs}
+    if as_json:
+        echo_json([{"name": job, "owner": owner} for job, owner in assignment.items()])
+        return
+    echo_table(["JOB", "OWNER"], [[job, owner] for job, owner in assignment.items()])

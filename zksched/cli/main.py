@@ -1,0 +1,145 @@
+"""The `zksched` command group and its global options.
+
+Precedence: flags beat environment variables beat the --config file (click's own order for
+command line > envvar > default_map), which beats built-in defaults.
+"""
+
+from __future__ import annotations
+
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import click
+
+from zksched import __version__
+from zksched.cli.errors import CliFailure, invalid
+
+DEFAULT_ZK = "127.0.0.1:2181"
+DEFAULT_CLIENT_ID = "default"
+
+
+def _load_config(ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """Eager: turn the TOML file into click's default_map before any other option is read."""
+    if value is None:
+        return None
+    path = Path(value)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise invalid(f"config file {value} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise invalid(f"config file {value} cannot be read: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise invalid(f"config file {value} is not valid TOML: {exc}") from None
+    ctx.default_map = _config_to_default_map(ctx, data, value)
+    return value
+
+
+def _config_to_default_map(ctx: click.Context, data: dict[str, Any], source: str) -> dict[str, Any]:
+    """Map top-level keys to global options and [command] tables to that command's options."""
+    command = ctx.command
+    assert isinstance(command, click.Group)
+    global_names = {p.name for p in command.params if p.name and p.name != "config"}
+    result: dict[str, Any] = {}
+    for key, value in data.items():
+        name = key.replace("-", "_")
+        if name in global_names:
+            result[name] = value
+            continue
+        sub = command.commands.get(key)
+        if sub is not None and isinstance(value, dict):
+            sub_names = {p.name for p in sub.params if p.name}
+            for sub_key in value:
+                if sub_key.replace("-", "_") not in sub_names:
+                    raise invalid(f"config file {source}: unknown key {key}.{sub_key}")
+            result[key] = {k.replace("-", "_"): v for k, v in value.items()}
+            continue
+        raise invalid(f"config file {source}: unknown key {key}")
+    return result
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="zksched")
+@click.option(
+    "--config",
+    type=click.Path(dir_okay=False),
+    callback=_load_config,
+    is_eager=True,
+    expose_value=False,
+    envvar="ZKSCHED_CONFIG",
+    help="TOML file with defaults for these options (flags beat env beat the file).",
+)
+@click.option(
+    "--zk",
+    envvar="ZKSCHED_ZK",
+    default=DEFAULT_ZK,
+    show_default=True,
+    help="ZooKeeper connect string, optional chroot at the end: h1:2181,h2:2181/chroot.",
+)
+@click.option(
+    "--client-id",
+    envvar="ZKSCHED_CLIENT_ID",
+    default=DEFAULT_CLIENT_ID,
+    show_default=True,
+    help="Cluster id: daemons with the same id form one cluster.",
+)
+@click.option(
+    "--auth",
+    envvar="ZKSCHED_AUTH",
+    default=None,
+    help="Digest credential USER:PASSWORD; znodes zksched creates are then writable by it only.",
+)
+@click.option("--tls/--no-tls", envvar="ZKSCHED_TLS", default=False, help="Use TLS to ZooKeeper.")
+@click.option("--tls-ca", envvar="ZKSCHED_TLS_CA", type=click.Path(dir_okay=False), default=None)
+@click.option(
+    "--tls-cert", envvar="ZKSCHED_TLS_CERT", type=click.Path(dir_okay=False), default=None
+)
+@click.option("--tls-key", envvar="ZKSCHED_TLS_KEY", type=click.Path(dir_okay=False), default=None)
+@click.option(
+    "--tls-check-hostname/--tls-no-check-hostname",
+    envvar="ZKSCHED_TLS_CHECK_HOSTNAME",
+    default=True,
+    show_default=True,
+)
+@click.option(
+    "--connect-timeout",
+    envvar="ZKSCHED_CONNECT_TIMEOUT",
+    type=click.FloatRange(min=0.1),
+    default=5.0,
+    show_default=True,
+    help="Seconds a client command waits for ZooKeeper before giving up (exit 3).",
+)
+@click.option(
+    "--log-level",
+    envvar="ZKSCHED_LOG_LEVEL",
+    type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+    default="info",
+    show_default=True,
+)
+@click.option(
+    "--log-format",
+    envvar="ZKSCHED_LOG_FORMAT",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+)
+@click.pass_context
+def cli(ctx: click.Context, /, **options: Any) -> None:
+    """zksched: cron jobs that run exactly once across a cluster of hosts."""
+    from zksched.cli.context import CliContext
+
+    ctx.obj = CliContext.from_options(options)
+
+
+def main() -> None:
+    try:
+        cli.main(prog_name="zksched", standalone_mode=True)
+    except CliFailure as exc:  # raised outside click's own handling (e.g. at import)
+        exc.show()
+        sys.exit(exc.exit_code)
+
+
+# Commands register themselves on `cli` when their modules are imported.
+from zksched.cli import cluster_cmds as _cluster_cmds  # noqa: E402,F401

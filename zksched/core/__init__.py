@@ -1,0 +1,1 @@
+"""The pure core: schedule math, job specs, the owner table. No I/O, no ZooKeeper."""

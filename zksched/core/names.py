@@ -1,0 +1,45 @@
+"""Names that end up in znode paths: job names and cluster ids share one rule."""
+
+from __future__ import annotations
+
+import re
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
+_NAME_RE = re.compile(NAME_PATTERN)
+
+
+def name_problem(value: object, what: str = "name") -> str | None:
+    """Why `value` is not a valid job name / client id, or None when it is.
+
+    The rule keeps names safe as a single znode path component: no `/`, no NUL,
+    not `.` or `..` (they must start with a letter or digit), at most 128 characters.
+    """
+    if not isinstance(value, str):
+        return f"{what} must be a string, not {type(value).__name__}"
+    if value == "":
+        return f"{what} must not be empty"
+    if len(value) > 128:
+        return f"{what} is {len(value)} characters long; the limit is 128"
+    if not _NAME_RE.fullmatch(value):
+        return (
+            f"{what} {value!r} is not allowed: use letters, digits, '_', '.' and '-', "
+            "starting with a letter or digit"
+        )
+    return None
+
+
+def is_valid_name(value: object) -> bool:
+    return name_problem(value) is None
+
+
+def parse_label(text: str) -> tuple[str, str]:
+    """`role=db` -> ("role", "db"); ValueError with the reason otherwise."""
+    key, sep, value = text.partition("=")
+    if not sep:
+        raise ValueError(f"label {text!r} must look like KEY=VALUE")
+    problem = name_problem(key, "label key")
+    if problem:
+        raise ValueError(problem)
+    if len(value) > 256 or any(ord(c) < 32 or c == "\x7f" for c in value):
+        raise ValueError(f"label value for {key!r} must be at most 256 printable characters")
+    return key, value

@@ -1,0 +1,169 @@
+"""Who owns which job: rendezvous (highest-random-weight) hashing over the live members.
+
+A pure function of (job, required labels, members). Every member computes the same table from
+the same member list, so no messages are needed between them.
+
+Hash input, documented because every host must agree on it byte for byte:
+
+    weight(job, member) = mmh3.hash128(job + "\\x00" + member_id, seed=0, signed=False)
+
+encoded as UTF-8. The eligible member (its labels include every key=value pair the job asks
+for) with the highest weight owns the job; on an exact tie the larger member id wins. Member
+ids (`<hostname>-<pid>`) rather than znode names are hashed, so a member that rejoins on a
+new session keeps the jobs it had.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import mmh3
+
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class Member:
+    """One live member of a cluster, as its znode describes it."""
+
+    member_id: str
+    host: str = ""
+    pid: int = 0
+    labels: Mapping[str, str] = field(default_factory=dict)
+    started_at: str = ""
+    version: str = ""
+    znode: str = ""
+
+    def __post_init__(self) -> None:
+        # Frozen and hashable all the way down: labels become a read-only view.
+        object.__setattr__(self, "labels", MappingProxyType(dict(self.labels)))
+
+    def __hash__(self) -> int:
+        return hash((self.member_id, self.znode))
+
+    def eligible_for(self, required: Mapping[str, str]) -> bool:
+        return all(self.labels.get(key) == value for key, value in required.items())
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "member_id": self.member_id,
+            "host": self.host,
+            "pid": self.pid,
+            "labels": dict(self.labels),
+            "started_at": self.started_at,
+            "version": self.version,
+            "znode": self.znode,
+        }
+
+
+def weight(job: str, member_id: str) -> int:
+    """The rendezvous weight of `member_id` for `job` (see the module docstring)."""
+    return int(mmh3.hash128(f"{job}\x00{member_id}".encode(), 0, False))
+
+
+def sequence_of(znode: str) -> int:
+    """The sequence number ZooKeeper appended to a sequential znode name (-1 if none)."""
+    tail = znode.rsplit(".", 1)[-1]
+    return int(tail) if tail.isdigit() else -1
+
+
+class OwnerTable:
+    """The owner of every job, given the live members. Immutable; lookups are memoised.
+
+    Members that share a member id (a stale node of the same process) count once; the one
+    with the highest znode sequence stands for it.
+    """
+
+    def __init__(self, members: Iterable[Member] = ()) -> None:
+        newest: dict[str, Member] = {}
+        for member in members:
+            seen = newest.get(member.member_id)
+            if seen is None or sequence_of(member.znode) > sequence_of(seen.znode):
+                newest[member.member_id] = member
+        self._members: tuple[Member, ...] = tuple(
+            sorted(newest.values(), key=lambda m: m.member_id)
+        )
+        self._ids = tuple(m.member_id for m in self._members)
+        self._memo: dict[tuple[str, frozenset[tuple[str, str]]], str | None] = {}
+
+    @property
+    def members(self) -> tuple[Member, ...]:
+        return self._members
+
+    @property
+    def member_ids(self) -> tuple[str, ...]:
+        return self._ids
+
+    def __len__(self) -> int:
+        return len(self._members)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, OwnerTable) and self._members == other._members
+
+    def __hash__(self) -> int:
+        return hash(self._members)
+
+    def owner(self, job: str, labels: Mapping[str, str] = _EMPTY) -> str | None:
+        """The member id that owns `job`, or None when no live member is eligible."""
+        key = (job, frozenset(labels.items()))
+        try:
+            return self._memo[key]
+        except KeyError:
+            pass
+        candidates: Sequence[Member] = (
+            self._members if not labels else [m for m in self._members if m.eligible_for(labels)]
+        )
+        best: str | None = None
+        best_weight = -1
+        prefix = f"{job}\x00"
+        for member in candidates:
+            w = int(mmh3.hash128(f"{prefix}{member.member_id}".encode(), 0, False))
+            # Members are sorted by id, so `>=` lets the larger id win an exact tie.
+            if w >= best_weight:
+                best, best_weight = member.member_id, w
+        self._memo[key] = best
+        return best
+
+    def assign(self, jobs: Mapping[str, Mapping[str, str]]) -> dict[str, str | None]:
+        """Owner of each job in `jobs` (job name -> required labels)."""
+        return {name: self.owner(name, labels) for name, labels in jobs.items()}
+
+    def owned_by(self, member_id: str, jobs: Mapping[str, Mapping[str, str]]) -> list[str]:
+        return [name for name, labels in jobs.items() if self.owner(name, labels) == member_id]
+
+
+class MemberRecordError(ValueError):
+    """A member znode whose data is not a valid member record."""
+
+
+def member_from_record(znode: str, data: object) -> Member:
+    """Build a Member from a decoded member record; MemberRecordError says what is wrong."""
+    if not isinstance(data, dict):
+        raise MemberRecordError("member record is not a JSON object")
+    member_id = data.get("member_id")
+    if not isinstance(member_id, str) or not member_id:
+        raise MemberRecordError("member record has no member_id")
+    labels = data.get("labels", {})
+    if not isinstance(labels, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
+    ):
+        raise MemberRecordError("member record labels are not a string-to-string table")
+    pid = data.get("pid", 0)
+    if not isinstance(pid, int) or isinstance(pid, bool):
+        raise MemberRecordError("member record pid is not an integer")
+    host, started_at, version = (data.get(k, "") for k in ("host", "started_at", "version"))
+    if not all(isinstance(v, str) for v in (host, started_at, version)):
+        raise MemberRecordError("member record host/started_at/version are not strings")
+    assert isinstance(host, str) and isinstance(started_at, str) and isinstance(version, str)
+    return Member(
+        member_id=member_id,
+        host=host,
+        pid=pid,
+        labels=labels,
+        started_at=started_at,
+        version=version,
+        znode=znode,
+    )

@@ -1,0 +1,1 @@
+"""The runtime: the daemon loop, the fire timer and the job runner."""

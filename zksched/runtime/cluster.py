@@ -1,0 +1,324 @@
+"""Keeping this member in the cluster, and the owner table current.
+
+One coordinator thread does every ZooKeeper call for membership. kazoo's state listener and
+the members watch only record what happened and wake that thread: they run on kazoo's own
+threads and must never block (kazoo #381).
+
+Fail-safe: the published `ClusterView` says `connected=False` the moment the session is
+SUSPENDED or LOST, and a view counts as owning jobs only when it was read in the current
+session and contains this member's own node. When SUSPENDED lasts past `loss_margin`
+(a third of the session timeout: kazoo may notice a dead socket only two thirds of a timeout
+after the server last heard from us), the session is treated as lost: listeners are told, so
+that runs can be stopped before another member may take the jobs over.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import KazooState, KeeperState
+
+from zksched.core.owners import Member, OwnerTable
+from zksched.zk.connection import ensure_paths
+from zksched.zk.membership import MemberReader, MemberRegistration, MemberSnapshot
+from zksched.zk.paths import ClusterPaths
+
+log = logging.getLogger(__name__)
+
+RESYNC_INTERVAL = 30.0  # re-read members even without a watch event, in case one was lost
+RETRY_DELAY = 0.5
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """What this member knows of the cluster at one moment. Immutable; swapped atomically."""
+
+    connected: bool
+    session_id: int | None
+    member_id: str
+    my_znode: str | None
+    table: OwnerTable
+
+    @property
+    def active(self) -> bool:
+        """True when this member may own jobs: connected, and present in the table it read."""
+        return (
+            self.connected
+            and self.my_znode is not None
+            and any(m.znode == self.my_znode for m in self.table.members)
+        )
+
+    def owns(self, job: str, labels: Mapping[str, str]) -> bool:
+        return self.active and self.table.owner(job, labels) == self.member_id
+
+    @property
+    def digest(self) -> str:
+        """A short fingerprint of the membership the table is built from (for comparisons)."""
+        ids = ",".join(self.table.member_ids)
+        return hashlib.sha256(ids.encode()).hexdigest()[:12]
+
+
+ViewListener = Callable[[ClusterView], None]
+
+
+class ClusterMembership:
+    """Joins the cluster, keeps rejoining, and publishes a fresh ClusterView on every change."""
+
+    def __init__(
+        self,
+        client: KazooClient,
+        paths: ClusterPaths,
+        member: Member,
+        session_timeout: float,
+        call_timeout: float | None = None,
+        hosts_label: str = "ZooKeeper",
+    ) -> None:
+        self._client = client
+        self._hosts_label = hosts_label
+        self._paths = paths
+        self._session_timeout = session_timeout
+        self._call_timeout = call_timeout or max(1.0, session_timeout / 2)
+        self.loss_margin = session_timeout / 3
+        self._registration = MemberRegistration(client, paths, member, self._call_timeout)
+        self._reader = MemberReader(client, paths, self._call_timeout)
+        self._wakeup: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._view = ClusterView(False, None, member.member_id, None, OwnerTable())
+        self._view_listeners: list[ViewListener] = []
+        self._loss_listeners: list[Callable[[], None]] = []
+        self._suspended_since: float | None = None
+        self._declared_lost = False
+        self._dirty = True
+        self._paths_ready_session: int | None = None
+        self._last_read = 0.0
+        self._next_retry = 0.0
+        self._waiting_since = time.monotonic()
+        self._last_wait_log = 0.0
+        self.heartbeat = time.monotonic()  # for /healthz: the loop is alive
+
+    # -- public ---------------------------------------------------------------------------
+
+    @property
+    def view(self) -> ClusterView:
+        return self._view
+
+    @property
+    def member_id(self) -> str:
+        return self._registration.member_id
+
+    def add_view_listener(self, listener: ViewListener) -> None:
+        """Called on the coordinator thread with each new view. Keep it short."""
+        self._view_listeners.append(listener)
+
+    def add_session_loss_listener(self, listener: Callable[[], None]) -> None:
+        """Called (coordinator thread) when the session is, or may already be, gone."""
+        self._loss_listeners.append(listener)
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return  # idempotent
+        self._client.add_listener(self._on_state)
+        self._thread = threading.Thread(target=self._run, name="zksched-cluster", daemon=True)
+        self._thread.start()
+        if self._client.connected:
+            self._wakeup.put("state")
+
+    def stop(self) -> None:
+        """Leave the cluster: delete our node so that the others take over at once."""
+        self._stopping.set()
+        self._wakeup.put("stop")
+        if self._thread is not None:
+            self._thread.join(timeout=self._call_timeout + 2)
+        self._client.remove_listener(self._on_state)
+        self._publish(replace(self._view, connected=False))
+        if self._client.connected:
+            try:
+                self._registration.leave()
+            except (KazooException, KazooTimeoutError) as exc:
+                log.warning("could not delete member node on stop (%s); session close will", exc)
+
+    # -- kazoo callbacks: never block -------------------------------------------------------
+
+    def _on_state(self, state: KazooState) -> None:
+        if state == KazooState.CONNECTED:
+            self._suspended_since = None
+        else:
+            if self._suspended_since is None:
+                self._suspended_since = time.monotonic()
+            # Fail-safe at once: nothing is owned while not connected.
+            self._view = replace(self._view, connected=False)
+            if state == KazooState.LOST:
+                self._view = replace(self._view, my_znode=None, session_id=None)
+        self._wakeup.put(f"state:{state}")
+
+    def _on_members_changed(self, _event: Any) -> None:
+        self._wakeup.put("members")
+
+    # -- the coordinator thread -----------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            self.heartbeat = time.monotonic()
+            try:
+                reason = self._wakeup.get(timeout=self._tick())
+            except queue.Empty:
+                reason = "tick"
+            if self._stopping.is_set():
+                break
+            if reason.startswith("state:"):
+                self._state_changed(reason[len("state:") :])
+            elif reason == "members":
+                self._dirty = True
+            try:
+                self._step()
+            except Exception:  # the loop must survive anything; say what happened
+                log.exception("cluster coordinator step failed; retrying")
+                self._dirty = True
+                self._next_retry = time.monotonic() + RETRY_DELAY
+
+    def _tick(self) -> float:
+        if self._suspended_since is not None and not self._declared_lost:
+            return 0.1
+        return 0.5 if self._dirty else 1.0
+
+    def _state_changed(self, state: str) -> None:
+        log.info("ZooKeeper session %s", state.lower(), extra={"event": "session", "state": state})
+        if state == KazooState.CONNECTED:
+            self._dirty = True
+            self._next_retry = 0.0
+            if self._declared_lost and self._registration.session_id == self._current_session():
+                log.info("session survived the outage after all; carrying on")
+            self._declared_lost = False
+        else:
+            if state == KazooState.LOST:
+                self._declare_lost("session expired")
+            self._publish(self._view)  # already marked disconnected by the listener
+
+    def _step(self) -> None:
+        now = time.monotonic()
+        if self._client.client_state == KeeperState.AUTH_FAILED:
+            log.error("ZooKeeper authentication failed; restarting the client in 5s")
+            self._restart_client_later()
+            return
+        if not self._client.connected:
+            self._check_suspension(now)
+            self._log_waiting(now)
+            return
+        self._waiting_since = now
+        if now - self._last_read > RESYNC_INTERVAL:
+            self._dirty = True
+        if self._dirty and now >= self._next_retry:
+            self._refresh()
+
+    def _refresh(self) -> None:
+        session_id = self._current_session()
+        try:
+            if self._paths_ready_session != session_id:
+                ensure_paths(self._client, [self._paths.members], self._call_timeout)
+                self._paths_ready_session = session_id
+            self._dirty = False
+            snapshot = self._reader.read(self._on_members_changed)
+            znode = self._registration.ensure(snapshot)
+            if znode not in {m.znode for m in snapshot.members}:
+                snapshot = self._reader.read(self._on_members_changed)
+        except (KazooException, KazooTimeoutError, RuntimeError) as exc:
+            self._dirty = True
+            self._next_retry = time.monotonic() + RETRY_DELAY
+            log.warning("could not refresh membership (%s); retrying", type(exc).__name__)
+            return
+        self._last_read = time.monotonic()
+        if session_id != self._current_session() or not self._client.connected:
+            self._dirty = True  # the session moved on while we read: read again
+            return
+        self._publish_snapshot(snapshot, session_id, znode)
+
+    def _publish_snapshot(
+        self, snapshot: MemberSnapshot, session_id: int | None, znode: str
+    ) -> None:
+        old = self._view
+        table = OwnerTable(snapshot.members)
+        view = ClusterView(True, session_id, self.member_id, znode, table)
+        if old.table != table or not old.connected or old.my_znode != znode:
+            joined = sorted(set(table.member_ids) - set(old.table.member_ids))
+            left = sorted(set(old.table.member_ids) - set(table.member_ids))
+            log.info(
+                "owner table rebuilt: %d members%s%s",
+                len(table),
+                f", joined {', '.join(joined)}" if joined else "",
+                f", left {', '.join(left)}" if left else "",
+                extra={
+                    "event": "members",
+                    "members": list(table.member_ids),
+                    "digest": view.digest,
+                    "znode": znode,
+                },
+            )
+        self._publish(view)
+
+    def _publish(self, view: ClusterView) -> None:
+        with self._lock:
+            self._view = view
+            listeners = list(self._view_listeners)
+        for listener in listeners:
+            try:
+                listener(view)
+            except Exception:
+                log.exception("view listener failed")
+
+    def _check_suspension(self, now: float) -> None:
+        since = self._suspended_since
+        if since is not None and not self._declared_lost and now - since >= self.loss_margin:
+            self._declare_lost(
+                f"disconnected for {now - since:.1f}s, the session may expire at any moment"
+            )
+
+    def _declare_lost(self, why: str) -> None:
+        if self._declared_lost:
+            return
+        self._declared_lost = True
+        self._dirty = True
+        log.warning(
+            "treating the ZooKeeper session as lost: %s", why, extra={"event": "session-lost"}
+        )
+        self._publish(replace(self._view, connected=False))
+        for listener in list(self._loss_listeners):
+            try:
+                listener()
+            except Exception:
+                log.exception("session loss listener failed")
+
+    def _log_waiting(self, now: float) -> None:
+        if now - self._last_wait_log >= 10.0:
+            self._last_wait_log = now
+            waited = now - self._waiting_since
+            log.warning(
+                "not connected to ZooKeeper at %s (for %.0fs); running nothing, still trying",
+                self._hosts_label,
+                waited,
+                extra={"event": "waiting"},
+            )
+
+    def _restart_client_later(self) -> None:
+        if self._stopping.wait(5.0):
+            return
+        try:
+            self._client.stop()
+            self._client.start_async()
+        except Exception:
+            log.exception("client restart failed")
+
+    def _current_session(self) -> int | None:
+        client_id = self._client.client_id
+        return client_id[0] if client_id else None

@@ -1,0 +1,1 @@
+"""The ZooKeeper layer: connection, paths, membership, job store, claims, locks."""

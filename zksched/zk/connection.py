@@ -1,0 +1,194 @@
+"""Connecting to ZooKeeper: connect strings, ACLs, TLS, retries, bounded calls.
+
+Rules this module enforces (see ZOOKEEPER-NOTES.md):
+- never read-only connections (they look CONNECTED and fail on write);
+- with a digest credential, every znode zksched creates is writable by that credential
+  only and readable by anyone;
+- no call may block forever while SUSPENDED: callers use `wait()` with a deadline.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from kazoo.client import KazooClient
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.retry import KazooRetry
+from kazoo.security import ACL, make_acl, make_digest_acl
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_HOST_RE = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+)(:(\d{1,5}))?$")
+_CHROOT_RE = re.compile(r"^(/[A-Za-z0-9_.-]+)+$")
+
+
+class ZkUnreachable(Exception):
+    """ZooKeeper could not be reached within the connect timeout."""
+
+    def __init__(self, hosts: str, timeout: float) -> None:
+        super().__init__(f"cannot reach ZooKeeper at {hosts} within {timeout:g}s")
+        self.hosts = hosts
+        self.timeout = timeout
+
+
+@dataclass(frozen=True)
+class ConnectString:
+    hosts: tuple[tuple[str, int], ...]
+    chroot: str | None
+
+    def __str__(self) -> str:
+        hosts = ",".join(f"{h}:{p}" for h, p in self.hosts)
+        return hosts + (self.chroot or "")
+
+
+def parse_connect_string(text: str) -> ConnectString:
+    """Validate `h1:2181,h2:2181/chroot`; raise ValueError naming what is wrong."""
+    text = text.strip()
+    if not text:
+        raise ValueError("the ZooKeeper connect string is empty")
+    host_part, slash, chroot_part = text.partition("/")
+    chroot: str | None = None
+    if slash:
+        chroot = "/" + chroot_part.rstrip("/")
+        if chroot == "/":
+            chroot = None
+        elif not _CHROOT_RE.fullmatch(chroot) or any(
+            part in (".", "..") for part in chroot.split("/")
+        ):
+            raise ValueError(f"invalid chroot {chroot!r} in ZooKeeper connect string {text!r}")
+    hosts: list[tuple[str, int]] = []
+    for item in host_part.split(","):
+        item = item.strip()
+        match = _HOST_RE.fullmatch(item)
+        if not match:
+            raise ValueError(f"invalid host {item!r} in ZooKeeper connect string {text!r}")
+        port = int(match.group(3)) if match.group(3) else 2181
+        if not 0 < port < 65536:
+            raise ValueError(f"invalid port {port} in ZooKeeper connect string {text!r}")
+        hosts.append((match.group(1), port))
+    return ConnectString(tuple(hosts), chroot)
+
+
+@dataclass(frozen=True)
+class ZkSettings:
+    """How to reach ZooKeeper. `hosts` is a full connect string, chroot included."""
+
+    hosts: str = "127.0.0.1:2181"
+    session_timeout: float = 10.0
+    auth: str | None = None  # digest "user:password"
+    tls: bool = False
+    tls_ca: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_check_hostname: bool = True
+
+    def validate(self) -> None:
+        """Raise ValueError with an operator-readable message for any bad setting."""
+        parse_connect_string(self.hosts)
+        if not 1.0 <= self.session_timeout <= 600.0:
+            raise ValueError(
+                f"session timeout {self.session_timeout:g}s is out of range (1s to 600s)"
+            )
+        if self.auth is not None:
+            user, sep, password = self.auth.partition(":")
+            if not sep or not user or not password:
+                raise ValueError("--auth must be USER:PASSWORD (digest credential)")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("TLS client certificate and key go together: give both or neither")
+
+    @property
+    def credential(self) -> tuple[str, str] | None:
+        if self.auth is None:
+            return None
+        user, _, password = self.auth.partition(":")
+        return user, password
+
+    def acl(self) -> list[ACL] | None:
+        """zksched's credential may do everything; the world may read. None: open ACL."""
+        credential = self.credential
+        if credential is None:
+            return None
+        return [
+            make_digest_acl(credential[0], credential[1], all=True),
+            make_acl("world", "anyone", read=True),
+        ]
+
+
+def make_client(settings: ZkSettings, *, max_connect_delay: float = 2.0) -> KazooClient:
+    """A KazooClient that retries connecting forever (the daemon never gives up on ZooKeeper).
+
+    Commands are not retried by kazoo itself: callers bound every call with `wait()`.
+    """
+    settings.validate()
+    kwargs: dict[str, Any] = {}
+    credential = settings.credential
+    if credential is not None:
+        kwargs["auth_data"] = [("digest", f"{credential[0]}:{credential[1]}")]
+        kwargs["default_acl"] = settings.acl()
+    if settings.tls:
+        kwargs.update(
+            use_ssl=True,
+            verify_certs=True,
+            ca=settings.tls_ca,
+            certfile=settings.tls_cert,
+            keyfile=settings.tls_key,
+            check_hostname=settings.tls_check_hostname,
+        )
+    return KazooClient(
+        hosts=settings.hosts,
+        timeout=settings.session_timeout,
+        read_only=False,
+        connection_retry=KazooRetry(
+            max_tries=-1, delay=0.1, backoff=2, max_jitter=0.3, max_delay=max_connect_delay
+        ),
+        command_retry=KazooRetry(max_tries=3, delay=0.1, max_delay=1.0, deadline=5.0),
+        **kwargs,
+    )
+
+
+def connect(settings: ZkSettings, timeout: float) -> KazooClient:
+    """Start a client for a one-shot command; ZkUnreachable after `timeout` seconds."""
+    client = make_client(settings, max_connect_delay=0.5)
+    try:
+        client.start(timeout=timeout)
+    except KazooTimeoutError:
+        raise ZkUnreachable(settings.hosts, timeout) from None
+    except Exception as exc:  # DNS failure, TLS setup, auth failure: all mean "not reachable"
+        log.debug("connect failed", exc_info=True)
+        close_quietly(client)
+        raise ZkUnreachable(settings.hosts, timeout) from exc
+    return client
+
+
+def close_quietly(client: KazooClient) -> None:
+    try:
+        client.stop()
+    except Exception:  # already stopped or never started
+        log.debug("stop failed", exc_info=True)
+    try:
+        client.close()
+    except Exception:
+        log.debug("close failed", exc_info=True)
+
+
+def wait(async_result: Any, timeout: float) -> Any:
+    """The result of a kazoo `*_async` call, or KazooTimeoutError after `timeout` seconds.
+
+    A timed-out request may still reach the server later; callers that create must be able
+    to recognise their own node afterwards.
+    """
+    return async_result.get(timeout=timeout)
+
+
+def ensure_paths(client: KazooClient, paths: Sequence[str], timeout: float) -> None:
+    """Create folders (and a chroot) that must exist before watches are set on them."""
+    if client.chroot:
+        wait(client.ensure_path_async("/"), timeout)
+    for path in paths:
+        wait(client.ensure_path_async(path), timeout)

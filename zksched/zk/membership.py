@@ -1,0 +1,161 @@
+"""Membership: this process's ephemeral sequential member znode, and reading everyone's.
+
+Registration survives the classic traps (ZOOKEEPER-NOTES.md):
+- a create whose reply was lost (ConnectionLoss, or our own call deadline) may have
+  succeeded: before creating again we look for a node of ours, recognised by its
+  ephemeralOwner (our session id), and we delete any extra one we find later;
+- after session expiry the old node is gone with the old session: we create a new one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+from zksched.core.owners import Member, MemberRecordError, member_from_record, sequence_of
+from zksched.zk.connection import wait
+from zksched.zk.paths import ClusterPaths
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class MemberSnapshot:
+    """The members folder as read at one moment."""
+
+    members: tuple[Member, ...]
+    owners: dict[str, int] = field(default_factory=dict)  # znode -> ephemeral owner session
+    invalid: dict[str, str] = field(default_factory=dict)  # znode -> why it was ignored
+
+    def of_session(self, session_id: int) -> list[Member]:
+        found = [m for m in self.members if self.owners.get(m.znode) == session_id]
+        return sorted(found, key=lambda m: sequence_of(m.znode))
+
+
+def encode_member(member: Member) -> bytes:
+    record = member.to_record()
+    record.pop("znode")
+    return json.dumps(record, sort_keys=True, separators=(",", ":")).encode()
+
+
+class MemberReader:
+    """Reads the members folder, caching each node's data (member nodes never change)."""
+
+    def __init__(self, client: KazooClient, paths: ClusterPaths, timeout: float) -> None:
+        self._client = client
+        self._paths = paths
+        self._timeout = timeout
+        self._cache: dict[str, tuple[Member | None, int, str]] = {}
+
+    def read(self, watch: Callable[[Any], None] | None = None) -> MemberSnapshot:
+        """One consistent-enough read; `watch` (one-shot) fires on the next change."""
+        children = wait(self._client.get_children_async(self._paths.members, watch), self._timeout)
+        fresh = [c for c in children if c not in self._cache]
+        pending = [(c, self._client.get_async(self._paths.member(c))) for c in fresh]
+        for znode, result in pending:
+            try:
+                data, stat = wait(result, self._timeout)
+            except NoNodeError:
+                continue  # left between the listing and the read
+            self._cache[znode] = self._decode(znode, data, stat.ephemeralOwner)
+        live = set(children)
+        for gone in [z for z in self._cache if z not in live]:
+            del self._cache[gone]
+        members: list[Member] = []
+        owners: dict[str, int] = {}
+        invalid: dict[str, str] = {}
+        for znode in sorted(live & self._cache.keys()):
+            member, owner, problem = self._cache[znode]
+            owners[znode] = owner
+            if member is None:
+                invalid[znode] = problem
+            else:
+                members.append(member)
+        return MemberSnapshot(tuple(members), owners, invalid)
+
+    @staticmethod
+    def _decode(znode: str, data: bytes, owner: int) -> tuple[Member | None, int, str]:
+        try:
+            return member_from_record(znode, json.loads(data.decode("utf-8"))), owner, ""
+        except (UnicodeDecodeError, ValueError, MemberRecordError) as exc:
+            log.error("ignoring member znode %s: %s", znode, exc)
+            return None, owner, str(exc)
+
+
+class MemberRegistration:
+    """This process's member znode. `ensure()` is idempotent within a session."""
+
+    def __init__(
+        self, client: KazooClient, paths: ClusterPaths, member: Member, timeout: float
+    ) -> None:
+        self._client = client
+        self._paths = paths
+        self._member = member
+        self._timeout = timeout
+        self.znode: str | None = None
+        self.session_id: int | None = None
+
+    @property
+    def member_id(self) -> str:
+        return self._member.member_id
+
+    def ensure(self, snapshot: MemberSnapshot) -> str:
+        """Make sure exactly one node of ours exists in the current session; return its name.
+
+        `snapshot` is a fresh read of the members folder (it carries ephemeral owners).
+        Raises kazoo errors (ConnectionLoss, timeouts): the caller retries later.
+        """
+        session_id = self._client.client_id[0] if self._client.client_id else None
+        if session_id is None:
+            raise RuntimeError("not connected")
+        ours = snapshot.of_session(session_id)
+        if not ours:
+            ours = self._find_own_nodes(session_id)
+        if ours:
+            keep, extra = ours[0], ours[1:]
+            for member in extra:
+                log.warning("deleting duplicate member node %s of this session", member.znode)
+                self._delete(member.znode)
+            self.znode, self.session_id = keep.znode, session_id
+            return keep.znode
+        path = wait(
+            self._client.create_async(
+                self._paths.member_prefix(self.member_id),
+                encode_member(self._member),
+                ephemeral=True,
+                sequence=True,
+            ),
+            self._timeout,
+        )
+        self.znode, self.session_id = path.rsplit("/", 1)[1], session_id
+        log.info("joined as %s (session 0x%x)", self.znode, session_id)
+        return self.znode
+
+    def _find_own_nodes(self, session_id: int) -> list[Member]:
+        """Nodes of our member id owned by this session (a create whose reply we lost)."""
+        children = wait(self._client.get_children_async(self._paths.members), self._timeout)
+        mine: list[Member] = []
+        for znode in children:
+            if ClusterPaths.member_id_of(znode) != self.member_id:
+                continue
+            stat = wait(self._client.exists_async(self._paths.member(znode)), self._timeout)
+            if stat is not None and stat.ephemeralOwner == session_id:
+                mine.append(Member(member_id=self.member_id, znode=znode))
+        return sorted(mine, key=lambda m: sequence_of(m.znode))
+
+    def leave(self) -> None:
+        """Delete our node (graceful stop): survivors' watches fire at once."""
+        if self.znode is not None:
+            self._delete(self.znode)
+            self.znode = None
+
+    def _delete(self, znode: str) -> None:
+        with contextlib.suppress(NoNodeError):
+            wait(self._client.delete_async(self._paths.member(znode)), self._timeout)
