@@ -81,10 +81,10 @@ class ClusterMembership:
         member: Member,
         session_timeout: float,
         call_timeout: float | None = None,
-        hosts_label: str = "ZooKeeper",
+        hosts_label: str | None = None,
     ) -> None:
         self._client = client
-        self._hosts_label = hosts_label
+        self._hosts_label = hosts_label or ",".join(f"{h}:{p}" for h, p in client.hosts)
         self._paths = paths
         self._session_timeout = session_timeout
         self._call_timeout = call_timeout or max(1.0, session_timeout / 2)
@@ -208,8 +208,12 @@ class ClusterMembership:
 
     def _step(self) -> None:
         now = time.monotonic()
-        if self._client.client_state == KeeperState.AUTH_FAILED:
-            log.error("ZooKeeper authentication failed; restarting the client in 5s")
+        dead = self._client.client_state
+        if dead in (KeeperState.AUTH_FAILED, KeeperState.CLOSED):
+            # kazoo gave up (auth failure, or its connection loop died on an unexpected
+            # error): without a restart this member would wait forever as a zombie.
+            log.error("ZooKeeper client stopped (%s); restarting it in 2s", dead,
+                      extra={"event": "client-restart"})
             self._restart_client_later()
             return
         if not self._client.connected:
@@ -311,10 +315,11 @@ class ClusterMembership:
             )
 
     def _restart_client_later(self) -> None:
-        if self._stopping.wait(5.0):
+        if self._stopping.wait(2.0):
             return
         try:
-            self._client.stop()
+            # Not stop() first: the dead loop already reset the client, and stop() would queue
+            # a close request that the new loop sends first, closing every new session.
             self._client.start_async()
         except Exception:
             log.exception("client restart failed")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -156,7 +157,10 @@ def connect(settings: ZkSettings, timeout: float) -> KazooClient:
     """Start a client for a one-shot command; ZkUnreachable after `timeout` seconds."""
     client = make_client(settings, max_connect_delay=0.5)
     try:
-        client.start(timeout=timeout)
+        with warnings.catch_warnings():
+            # kazoo warns when the chroot does not exist yet; ensure_paths() creates it.
+            warnings.filterwarnings("ignore", message="No chroot path exists")
+            client.start(timeout=timeout)
     except KazooTimeoutError:
         raise ZkUnreachable(settings.hosts, timeout) from None
     except Exception as exc:  # DNS failure, TLS setup, auth failure: all mean "not reachable"

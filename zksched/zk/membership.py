@@ -34,9 +34,12 @@ class MemberSnapshot:
     owners: dict[str, int] = field(default_factory=dict)  # znode -> ephemeral owner session
     invalid: dict[str, str] = field(default_factory=dict)  # znode -> why it was ignored
 
-    def of_session(self, session_id: int) -> list[Member]:
-        found = [m for m in self.members if self.owners.get(m.znode) == session_id]
-        return sorted(found, key=lambda m: sequence_of(m.znode))
+    def of_session(self, session_id: int) -> list[str]:
+        """Znodes owned by this session, whatever their data: a valid record first, then by
+        sequence."""
+        valid = {m.znode for m in self.members}
+        found = [z for z, owner in self.owners.items() if owner == session_id]
+        return sorted(found, key=lambda z: (z not in valid, sequence_of(z)))
 
 
 def encode_member(member: Member) -> bytes:
@@ -109,22 +112,20 @@ class MemberRegistration:
     def ensure(self, snapshot: MemberSnapshot) -> str:
         """Make sure exactly one node of ours exists in the current session; return its name.
 
-        `snapshot` is a fresh read of the members folder (it carries ephemeral owners).
-        Raises kazoo errors (ConnectionLoss, timeouts): the caller retries later.
+        `snapshot` must be read after any earlier attempt: it carries each node's ephemeral
+        owner, which is how a node from a create whose reply was lost is recognised. Raises kazoo errors (ConnectionLoss, timeouts): the caller retries later.
         """
         session_id = self._client.client_id[0] if self._client.client_id else None
         if session_id is None:
             raise RuntimeError("not connected")
         ours = snapshot.of_session(session_id)
-        if not ours:
-            ours = self._find_own_nodes(session_id)
         if ours:
             keep, extra = ours[0], ours[1:]
-            for member in extra:
-                log.warning("deleting duplicate member node %s of this session", member.znode)
-                self._delete(member.znode)
-            self.znode, self.session_id = keep.znode, session_id
-            return keep.znode
+            for znode in extra:
+                log.warning("deleting duplicate member node %s of this session", znode)
+                self._delete(znode)
+            self.znode, self.session_id = keep, session_id
+            return keep
         path = wait(
             self._client.create_async(
                 self._paths.member_prefix(self.member_id),
@@ -137,18 +138,6 @@ class MemberRegistration:
         self.znode, self.session_id = path.rsplit("/", 1)[1], session_id
         log.info("joined as %s (session 0x%x)", self.znode, session_id)
         return self.znode
-
-    def _find_own_nodes(self, session_id: int) -> list[Member]:
-        """Nodes of our member id owned by this session (a create whose reply we lost)."""
-        children = wait(self._client.get_children_async(self._paths.members), self._timeout)
-        mine: list[Member] = []
-        for znode in children:
-            if ClusterPaths.member_id_of(znode) != self.member_id:
-                continue
-            stat = wait(self._client.exists_async(self._paths.member(znode)), self._timeout)
-            if stat is not None and stat.ephemeralOwner == session_id:
-                mine.append(Member(member_id=self.member_id, znode=znode))
-        return sorted(mine, key=lambda m: sequence_of(m.znode))
 
     def leave(self) -> None:
         """Delete our node (graceful stop): survivors' watches fire at once."""

@@ -1,0 +1,57 @@
+"""Bad input gets one line and a non-zero exit, never a traceback."""
+
+from __future__ import annotations
+
+import time
+
+from integration.harness import run_cli
+from zksched.devtools.zkserver import free_port
+
+
+def assert_one_line(stderr: str) -> None:
+    assert "Traceback" not in stderr
+    assert len(stderr.strip().splitlines()) == 1, stderr
+
+
+def test_unreachable_zookeeper_exits_3_within_connect_timeout() -> None:
+    hosts = f"127.0.0.1:{free_port()}"
+    started = time.monotonic()
+    result = run_cli(hosts, "c1", "--connect-timeout", "1", "members")
+    elapsed = time.monotonic() - started
+    assert result.returncode == 3
+    assert_one_line(result.stderr)
+    assert hosts in result.stderr
+    assert elapsed < 10  # one connect timeout plus interpreter start, on a noisy machine
+
+
+def test_unresolvable_host_exits_3() -> None:
+    result = run_cli("no-such-host.invalid:2181", "c1", "--connect-timeout", "1", "members")
+    assert result.returncode == 3
+    assert_one_line(result.stderr)
+
+
+def test_malformed_connect_string_exits_2(zk: str) -> None:
+    for bad in ["", "a b:2181", "host:99999", "h:2181/../etc"]:
+        result = run_cli(bad, "c1", "members")
+        assert result.returncode == 2, (bad, result.stderr)
+        assert_one_line(result.stderr)
+
+
+def test_invalid_client_id_exits_2(zk: str) -> None:
+    for bad in ["../etc", "a/b", "", "x" * 129, ".hidden"]:
+        result = run_cli(zk, bad, "members")
+        assert result.returncode == 2, (bad, result.stderr)
+        assert_one_line(result.stderr)
+
+
+def test_bad_label_exits_2(zk: str) -> None:
+    for bad in ["novalue", "=x", "a/b=c", "k=\x01"]:
+        result = run_cli(zk, "c1", "run", "--label", bad)
+        assert result.returncode == 2, (bad, result.stderr)
+        assert_one_line(result.stderr)
+
+
+def test_bad_session_timeout_exits_2(zk: str) -> None:
+    result = run_cli(zk, "c1", "run", "--session-timeout", "0.1")
+    assert result.returncode == 2
+    assert_one_line(result.stderr)

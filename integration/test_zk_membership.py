@@ -1,0 +1,225 @@
+"""The ZooKeeper layer's answers to failures, in-process against a real server."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NoAuthError
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import KazooState
+from kazoo.security import Permissions
+
+from integration.harness import wait_until
+from zksched.core.owners import Member
+from zksched.devtools.faultproxy import BLACKHOLE, CORRUPT_ONCE, DROP_REPLIES, PASS, FaultProxy
+from zksched.runtime.cluster import ClusterMembership
+from zksched.zk.connection import ZkSettings, close_quietly, connect, make_client
+from zksched.zk.membership import MemberReader, MemberRegistration
+from zksched.zk.paths import ClusterPaths
+
+TIMEOUT = 3.0
+
+
+@pytest.fixture
+def clients() -> Iterator[list[KazooClient]]:
+    made: list[KazooClient] = []
+    yield made
+    for client in made:
+        close_quietly(client)
+
+
+def started(clients: list[KazooClient], hosts: str, session_timeout: float = TIMEOUT,
+            **settings: object) -> KazooClient:
+    client = make_client(ZkSettings(hosts=hosts, session_timeout=session_timeout, **settings))  # type: ignore[arg-type]
+    client.start(timeout=10)
+    clients.append(client)
+    return client
+
+
+def own_nodes(kazoo: KazooClient, paths: ClusterPaths, member_id: str) -> list[str]:
+    return [c for c in kazoo.get_children(paths.members) if ClusterPaths.member_id_of(c) == member_id]
+
+
+def test_lost_create_reply_never_leaves_two_nodes(clients: list[KazooClient], kazoo: KazooClient,
+                                                  proxy_to: Callable[..., FaultProxy],
+                                                  client_id: str) -> None:
+    proxy = proxy_to()
+    client = started(clients, proxy.address)
+    paths = ClusterPaths(client_id)
+    client.ensure_path(paths.members)
+    reader = MemberReader(client, paths, 1.0)
+    registration = MemberRegistration(client, paths, Member(member_id="m-1"), 1.0)
+    session = client.client_id[0]
+
+    snapshot = reader.read()  # nobody registered yet
+    proxy.set_mode(DROP_REPLIES)  # the create reaches the server; its reply never comes back
+    with pytest.raises((KazooTimeoutError, KazooException)):
+        registration.ensure(snapshot)
+    # The create did happen on the server.
+    wait_until(lambda: own_nodes(kazoo, paths, "m-1"), 5, what="the create to land")
+    proxy.set_mode(PASS)
+    wait_until(lambda: client.state == KazooState.CONNECTED and client.client_id[0] == session
+               and _pingable(client), 10, what="reconnect on the same session")
+
+    znode = registration.ensure(reader.read())
+    assert own_nodes(kazoo, paths, "m-1") == [znode]
+    registration.ensure(reader.read())  # idempotent
+    assert own_nodes(kazoo, paths, "m-1") == [znode]
+
+
+def _pingable(client: KazooClient) -> bool:
+    try:
+        client.exists_async("/").get(timeout=1)
+        return True
+    except Exception:
+        return False
+
+
+def test_duplicate_node_of_the_same_session_is_deleted(clients: list[KazooClient],
+                                                       kazoo: KazooClient, zk: str,
+                                                       client_id: str) -> None:
+    client = started(clients, zk)
+    paths = ClusterPaths(client_id)
+    client.ensure_path(paths.members)
+    reader = MemberReader(client, paths, 2.0)
+    registration = MemberRegistration(client, paths, Member(member_id="m-1"), 2.0)
+    first = registration.ensure(reader.read())
+    # A timed-out create of ours that landed late: same session, same member id.
+    client.create(paths.member_prefix("m-1"), b"{}", ephemeral=True, sequence=True)
+    assert len(own_nodes(kazoo, paths, "m-1")) == 2
+    assert registration.ensure(reader.read()) == first
+    assert own_nodes(kazoo, paths, "m-1") == [first]
+
+
+def test_member_rejoins_after_real_session_expiry(clients: list[KazooClient], kazoo: KazooClient,
+                                                  zk: str, client_id: str) -> None:
+    client = started(clients, zk)
+    paths = ClusterPaths(client_id)
+    membership = ClusterMembership(client, paths, Member(member_id="m-1"), TIMEOUT)
+    lost = threading.Event()
+    membership.add_session_loss_listener(lost.set)
+    membership.start()
+    membership.start()  # idempotent
+    wait_until(lambda: membership.view.active, 10, what="joined")
+    first = membership.view.my_znode
+
+    # Expire the session for real: take it over with a second client, then close that one.
+    session_id, password = client.client_id
+    thief = KazooClient(hosts=zk, client_id=(session_id, password), timeout=TIMEOUT)
+    thief.start(timeout=10)
+    thief.stop()
+    thief.close()
+
+    wait_until(lost.is_set, 15, what="session loss noticed")
+    wait_until(lambda: membership.view.active and membership.view.my_znode != first, 15,
+               what="rejoined on a new session")
+    assert client.client_id[0] != session_id
+    assert own_nodes(kazoo, paths, "m-1") == [membership.view.my_znode]
+    membership.stop()
+    assert own_nodes(kazoo, paths, "m-1") == []
+
+
+def test_suspended_member_owns_nothing_and_declares_loss_before_expiry(
+        clients: list[KazooClient], proxy_to: Callable[..., FaultProxy], client_id: str) -> None:
+    proxy = proxy_to()
+    client = started(clients, proxy.address)
+    membership = ClusterMembership(client, ClusterPaths(client_id), Member(member_id="m-1"),
+                                   TIMEOUT)
+    lost_at: list[float] = []
+    membership.add_session_loss_listener(lambda: lost_at.append(time.monotonic()))
+    membership.start()
+    wait_until(lambda: membership.view.owns("any-job", {}), 10, what="owning as sole member")
+
+    cut = time.monotonic()
+    proxy.set_mode(BLACKHOLE)
+    wait_until(lambda: not membership.view.connected, TIMEOUT + 2, what="suspended")
+    assert not membership.view.owns("any-job", {})  # fail-safe while SUSPENDED
+    wait_until(lambda: lost_at, TIMEOUT + 2, what="session declared lost")
+    # Declared lost before the server can have expired the session (cut + timeout).
+    assert lost_at[0] - cut < TIMEOUT
+    proxy.set_mode(PASS)
+    wait_until(lambda: membership.view.owns("any-job", {}), 20, what="owning again")
+    membership.stop()
+
+
+def test_members_watch_survives_a_reconnect(clients: list[KazooClient],
+                                            proxy_to: Callable[..., FaultProxy], zk: str,
+                                            client_id: str) -> None:
+    proxy = proxy_to()
+    watcher_client = started(clients, proxy.address)
+    paths = ClusterPaths(client_id)
+    watcher = ClusterMembership(watcher_client, paths, Member(member_id="w"), TIMEOUT)
+    watcher.start()
+    wait_until(lambda: watcher.view.active, 10, what="watcher joined")
+    proxy.set_mode("reset")  # drop the connection; the session survives
+    time.sleep(0.3)
+    proxy.set_mode(PASS)
+    wait_until(lambda: watcher.view.active, 10, what="watcher reconnected")
+
+    other = ClusterMembership(started(clients, zk), paths, Member(member_id="o"), TIMEOUT)
+    other.start()
+    wait_until(lambda: set(watcher.view.table.member_ids) == {"w", "o"}, 5, what="join seen")
+    other.stop()
+    wait_until(lambda: set(watcher.view.table.member_ids) == {"w"}, 5, what="leave seen")
+    watcher.stop()
+
+
+def test_digest_auth_makes_znodes_read_only_for_others(clients: list[KazooClient], zk: str,
+                                                       client_id: str) -> None:
+    client = started(clients, zk, auth="zksched:s3cret")
+    paths = ClusterPaths(client_id)
+    membership = ClusterMembership(client, paths, Member(member_id="m-1"), TIMEOUT)
+    membership.start()
+    wait_until(lambda: membership.view.active, 10, what="joined")
+    znode = paths.member(membership.view.my_znode or "")
+
+    for path in (paths.members, znode):
+        acl, _ = client.get_acls(path)
+        world = [a for a in acl if a.id.scheme == "world"]
+        assert world and all(a.perms == Permissions.READ for a in world)
+        assert any(a.id.scheme == "digest" and a.perms == Permissions.ALL for a in acl)
+
+    stranger = started(clients, zk)
+    assert stranger.get(znode)[0]  # anyone may read
+    with pytest.raises(NoAuthError):
+        stranger.delete(znode)
+    with pytest.raises(NoAuthError):
+        stranger.create(paths.members + "/intruder", b"x")
+    membership.stop()
+
+
+def test_chroot_is_created_and_used(clients: list[KazooClient], kazoo: KazooClient, zk: str,
+                                    client_id: str) -> None:
+    chroot = f"/chroot-{client_id}"
+    client = connect(ZkSettings(hosts=zk + chroot, session_timeout=TIMEOUT), 10)
+    clients.append(client)
+    membership = ClusterMembership(client, ClusterPaths(client_id), Member(member_id="m-1"),
+                                   TIMEOUT)
+    membership.start()
+    wait_until(lambda: membership.view.active, 10, what="joined under the chroot")
+    assert kazoo.get_children(f"{chroot}/zksched/{client_id}/members")
+    membership.stop()
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_member_recovers_when_kazoo_connection_loop_dies(clients: list[KazooClient],
+                                                         proxy_to: Callable[..., FaultProxy],
+                                                         client_id: str) -> None:
+    proxy = proxy_to()
+    client = started(clients, proxy.address)
+    membership = ClusterMembership(client, ClusterPaths(client_id), Member(member_id="m-1"),
+                                   TIMEOUT)
+    membership.start()
+    wait_until(lambda: membership.view.active, 10, what="joined")
+    proxy.set_mode(CORRUPT_ONCE)
+    client.exists_async("/")  # provoke a reply, which the proxy swallows
+    time.sleep(0.2)
+    client.exists_async("/")  # the next reply then carries an unexpected xid
+    wait_until(lambda: not membership.view.connected, 10, what="kazoo's loop to die")
+    proxy.set_mode(PASS)
+    wait_until(lambda: membership.view.active, 30, what="client restarted and member back")
+    membership.stop()

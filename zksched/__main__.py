@@ -1,0 +1,3 @@
+from zksched.cli.main import main
+
+main()
