@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
 _NAME_RE = re.compile(NAME_PATTERN)
@@ -40,6 +41,6 @@ def parse_label(text: str) -> tuple[str, str]:
     problem = name_problem(key, "label key")
     if problem:
         raise ValueError(problem)
-    if len(value) > 256 or any(ord(c) < 32 or c == "\x7f" for c in value):
+    if len(value) > 256 or any(unicodedata.category(c)[0] in "CZ" and c != " " for c in value):
         raise ValueError(f"label value for {key!r} must be at most 256 printable characters")
     return key, value

@@ -5,7 +5,8 @@ the same member list, so no messages are needed between them.
 
 Hash input, documented because every host must agree on it byte for byte:
 
-    weight(job, member) = mmh3.hash128(job + "\\x00" + member_id, seed=0, signed=False)
+    weight(job, member) = mmh3.hash128(job + "\\x00" + member_id, seed=0, x64arch=True,
+                                       signed=False)   # MurmurHash3_x64_128, unsigned
 
 encoded as UTF-8. The eligible member (its labels include every key=value pair the job asks
 for) with the highest weight owns the job; on an exact tie the larger member id wins. Member
@@ -61,7 +62,7 @@ class Member:
 
 def weight(job: str, member_id: str) -> int:
     """The rendezvous weight of `member_id` for `job` (see the module docstring)."""
-    return int(mmh3.hash128(f"{job}\x00{member_id}".encode(), 0, False))
+    return int(mmh3.hash128(f"{job}\x00{member_id}".encode(), seed=0, x64arch=True, signed=False))
 
 
 def sequence_of(znode: str) -> int:
@@ -118,9 +119,8 @@ class OwnerTable:
         )
         best: str | None = None
         best_weight = -1
-        prefix = f"{job}\x00"
         for member in candidates:
-            w = int(mmh3.hash128(f"{prefix}{member.member_id}".encode(), 0, False))
+            w = weight(job, member.member_id)
             # Members are sorted by id, so `>=` lets the larger id win an exact tie.
             if w >= best_weight:
                 best, best_weight = member.member_id, w
