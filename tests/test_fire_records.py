@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+import pytest
+
+from zksched.core.fires import FireRecord
+
+
+def record(**changes: object) -> FireRecord:
+    base = dict(
+        job="j",
+        scheduled="2026-01-02T02:00:00Z",
+        member_id="h-1",
+        session=7,
+        nonce="abc",
+        state="running",
+        claimed_at="2026-01-02T02:00:00.001Z",
+    )
+    base.update(changes)
+    return FireRecord(**base)  # type: ignore[arg-type]
+
+
+def test_round_trip_and_fire_key() -> None:
+    r = record(exit_code=0, state="ok", fencing_token=42)
+    assert FireRecord.from_json(r.to_json()) == r
+    assert r.fire_key == "j@2026-01-02T02:00:00Z"
+
+
+def test_json_omits_empty_fields_and_is_canonical() -> None:
+    raw = record().to_json()
+    assert b"exit_code" not in raw and b"extra" not in raw
+    assert raw == record().to_json()
+
+
+@pytest.mark.parametrize("raw", [b"[]", b"{}", b"not json", b'{"job": "j"}', b"\xff\xfe"])
+def test_malformed_records_are_refused(raw: bytes) -> None:
+    with pytest.raises((ValueError, UnicodeDecodeError)):
+        FireRecord.from_json(raw)
+
+
+def test_unknown_fields_are_ignored_for_forward_compatibility() -> None:
+    data = record().to_json()[:-1] + b',"future":1}'
+    assert FireRecord.from_json(data) == record()
+
+
+def test_running_record_of_a_dead_session_shows_as_abandoned() -> None:
+    assert record().shown_state({7}) == "running"
+    assert record().shown_state({8}) == "abandoned"
+    assert record(state="ok").shown_state(set()) == "ok"

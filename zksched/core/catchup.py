@@ -1,0 +1,59 @@
+"""Which missed instants to run when a member takes a job over (pure).
+
+Missed instants are those after the job's newest fire record (and after the job last
+changed, e.g. was resumed) up to now. The policy picks among them:
+    all     every missed instant inside the catch-up window, oldest first
+    latest  only the newest missed instant, if it is inside the window
+    none    none
+Instants not run are reported as `outside-catchup-window` skips.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from zksched.core.schedule import Schedule
+
+COUNT_LIMIT = 10_000  # counting skipped instants of an every-second job must stay cheap
+RUN_LIMIT = 10_000  # catch-up of `all` never queues more than this at once
+
+
+@dataclass(frozen=True)
+class CatchupPlan:
+    run: tuple[datetime, ...]  # oldest first
+    skipped: int  # instants not run (at most COUNT_LIMIT counted)
+    first_skipped: datetime | None = None
+    last_skipped: datetime | None = None
+
+
+def plan_catchup(
+    schedule: Schedule,
+    policy: str,
+    window: float,
+    after: datetime,
+    now: datetime,
+) -> CatchupPlan:
+    """Plan the instants in (after, now]; `after` = newest record / job change / lower bound."""
+    if after >= now:
+        return CatchupPlan((), 0)
+    window_start = max(after, now - timedelta(seconds=window))
+    if policy == "all":
+        run = tuple(itertools.islice(schedule.fires_between(window_start, now), RUN_LIMIT))
+    elif policy == "latest":
+        latest = schedule.latest_fire(window_start, now)
+        run = (latest,) if latest is not None else ()
+    else:
+        run = ()
+    chosen = set(run)
+    skipped = 0
+    first: datetime | None = None
+    last: datetime | None = None
+    for instant in itertools.islice(schedule.fires_between(after, now), COUNT_LIMIT + len(run)):
+        if instant in chosen:
+            continue
+        skipped += 1
+        first = first or instant
+        last = instant
+    return CatchupPlan(run, min(skipped, COUNT_LIMIT), first, last)
