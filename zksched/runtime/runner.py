@@ -1,0 +1,668 @@
+"""Running one job command: spawn it, log its output, bound its time, report what happened.
+
+The daemon's fire path calls `CommandRunner.start()` once it has claimed a fire, then
+`RunningCommand.wait()` for the result; another thread may call `terminate()` at any time
+(e.g. when the ZooKeeper session is lost).
+
+Policies:
+
+- **No shell.** ``argv`` is exec'd as is; ``argv[0]`` without a slash is looked up in the
+  *child's* ``PATH``.
+- **Environment.** The child gets ``base_env`` merged with ``request.env`` (the request wins),
+  never the daemon's own environment: that holds secrets such as ``ZKSCHED_AUTH``. The
+  default ``base_env`` is `default_base_env()`: ``PATH`` (the daemon's, else
+  ``/usr/local/bin:/usr/bin:/bin``), and ``LANG``, ``HOME``, ``TZ`` when the daemon has them.
+  stdin is ``/dev/null``; the working directory is ``request.cwd`` or ``/``.
+- **Process group.** Each command runs in a new session, so its process group holds the
+  command and everything it starts. A timeout or `terminate()` sends SIGTERM to the whole
+  group and SIGKILL after ``kill_grace`` seconds. The run ends when the command itself
+  exits; processes it left behind in its group are stopped the same way (SIGTERM, SIGKILL
+  after ``kill_grace``), so a finished run leaves nothing running that ``overlap = "skip"``
+  could not see. A process that must outlive its run has to leave the session (``setsid``).
+- **Exit codes.** ``exit_code`` is the command's exit status, or minus the signal number when
+  a signal killed it (as `subprocess` reports it: -15 for SIGTERM, -9 for SIGKILL), or None
+  when it never started. A timeout or terminate keeps whatever status the command ended
+  with (usually -15, or -9 when it ignored SIGTERM, or its own code when it handled SIGTERM).
+- **Status.** ``ok``: exit 0. ``failed``: non-zero exit or killed by a signal we did not
+  send. ``timeout`` / ``terminated``: we killed it (a command that exited before we acted
+  keeps its own status: terminate() racing with exit is harmless). ``error``: it never ran.
+  ``error`` carries a one-line explanation for every status but ``ok``.
+- **Output.** stdout and stderr are logged line by line to the job logger, at most
+  ``max_output_bytes`` per run (then one truncation line); the pipes are always read to the
+  end so a chatty command never blocks on a full pipe. After the process group is gone,
+  output is read for at most ``output_drain`` more seconds (a process that left the session
+  may keep the pipes open forever); then they are closed.
+
+Threads: one monitor thread per run. It polls both pipes, a pidfd (Linux; elsewhere the exit
+is polled every 20 ms) and a wake-up pipe, and enforces the deadlines, so a timeout holds
+even if nobody is blocked in wait(). One thread instead of two reader threads plus a
+waiter keeps the start cost of a run low and puts every kill decision in one place. The
+command's exit is observed with ``waitid(WNOWAIT)``: the command stays a zombie until the
+monitor reaps it, so its process group id cannot be reused while we may still signal it.
+Whether a group still has live members after that is asked of ``kill(-pgid, 0)`` and, when
+it says yes, of /proc: orphaned zombies count as members until init reaps them, and some
+container inits never do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import math
+import os
+import select
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = [
+    "DEFAULT_PATH",
+    "MAX_LINE_BYTES",
+    "CommandRunner",
+    "RunRequest",
+    "RunResult",
+    "RunStatus",
+    "RunningCommand",
+    "default_base_env",
+]
+
+log = logging.getLogger(__name__)
+
+RunStatus = Literal["ok", "failed", "timeout", "terminated", "error"]
+
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+# Longer lines are cut: one log record should stay readable and bounded.
+MAX_LINE_BYTES = 4096
+_READ_CHUNK = 64 * 1024
+# Used only where no pidfd can be waited on: how often to look for the command's exit, and
+# (after it exited) whether processes it left in its group are still there.
+_POLL_INTERVAL = 0.02
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    job: str
+    fire_key: str
+    argv: tuple[str, ...]  # exec'd as is: no shell, ever
+    env: Mapping[str, str]  # the job's env plus ZKSCHED_* vars, merged by the caller
+    cwd: str | None = None  # None -> "/" (never the daemon's cwd); must be absolute
+    timeout: float | None = None  # seconds from start; None (or inf) = no limit
+
+
+@dataclass(frozen=True)
+class RunResult:
+    status: RunStatus
+    exit_code: int | None  # exit status; -N when killed by signal N; None if it never started
+    started_at: float  # epoch seconds (time.time())
+    finished_at: float  # when the command's exit was seen (== started_at for "error")
+    error: str | None = None  # one line on what went wrong; None for "ok"
+    output_truncated: bool = False
+
+
+def default_base_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The minimal environment every job starts from: nothing secret from the daemon."""
+    source = os.environ if environ is None else environ
+    env = {"PATH": source.get("PATH") or DEFAULT_PATH}
+    for name in ("LANG", "HOME", "TZ"):
+        value = source.get(name)
+        if value is not None:
+            env[name] = value
+    return env
+
+
+class CommandRunner:
+    def __init__(
+        self,
+        *,
+        kill_grace: float = 5.0,
+        max_output_bytes: int = 64 * 1024,
+        base_env: Mapping[str, str] | None = None,
+        logger: logging.Logger | None = None,
+        output_drain: float = 1.0,
+    ) -> None:
+        if not kill_grace >= 0 or not output_drain >= 0 or max_output_bytes < 0:
+            raise ValueError("kill_grace, output_drain and max_output_bytes must be >= 0")
+        self.kill_grace = kill_grace
+        self.max_output_bytes = max_output_bytes
+        self.output_drain = output_drain
+        # A snapshot: later changes to the daemon's environment do not reach jobs.
+        self.base_env: dict[str, str] = dict(default_base_env() if base_env is None else base_env)
+        self.logger = logger if logger is not None else logging.getLogger("zksched.job")
+
+    def start(self, request: RunRequest) -> RunningCommand:
+        """Spawn the command. Never raises for a bad command or request: the returned
+        RunningCommand then has pid None and wait() gives status "error"."""
+        started_at = time.time()
+        problem = _check_request(request)
+        if problem is not None:
+            return RunningCommand._failed(request, started_at, problem)
+        cwd = "/" if request.cwd is None else request.cwd
+        try:
+            popen = subprocess.Popen(
+                list(request.argv),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=cwd,
+                env={**self.base_env, **request.env},
+                start_new_session=True,
+                close_fds=True,
+                bufsize=0,
+            )
+        except (OSError, ValueError, TypeError, subprocess.SubprocessError) as exc:
+            return RunningCommand._failed(
+                request, started_at, _describe_start_error(exc, request.argv[0], cwd)
+            )
+        return RunningCommand._spawned(self, request, popen, started_at)
+
+
+def _check_request(request: RunRequest) -> str | None:
+    if not request.argv:
+        return "empty command"
+    if not all(isinstance(arg, str) for arg in request.argv):
+        return "command arguments must be strings"
+    if request.cwd is not None and not os.path.isabs(request.cwd):
+        # A relative cwd would resolve against the daemon's working directory.
+        return f"working directory must be an absolute path: {request.cwd!r}"
+    timeout = request.timeout
+    if timeout is not None and (math.isnan(timeout) or timeout < 0):
+        return f"invalid timeout: {timeout!r}"
+    return None
+
+
+def _describe_start_error(exc: BaseException, argv0: str, cwd: str) -> str:
+    if not isinstance(exc, OSError):
+        return f"cannot start {argv0!r}: {exc}"
+    reason = exc.strerror or str(exc)
+    # subprocess names cwd as the filename when chdir() failed in the child.
+    if exc.filename == cwd and argv0 != cwd:
+        return f"bad working directory {cwd}: {reason}"
+    if isinstance(exc, FileNotFoundError | NotADirectoryError):
+        return f"command not found: {argv0}"
+    if isinstance(exc, PermissionError):
+        return f"command not executable: {argv0}: {reason}"
+    if exc.errno == errno.ENOEXEC:
+        return f"cannot execute {argv0}: {reason} (a script without a #! line?)"
+    return f"cannot start {argv0}: {reason}"
+
+
+def _describe_exit(code: int) -> str:
+    if code >= 0:
+        return f"exited with code {code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    return f"killed by {name} ({-code})"
+
+
+def _format_seconds(seconds: float) -> str:
+    return f"{seconds:g}s"
+
+
+class RunningCommand:
+    """One started (or failed-to-start) run. Create it with `CommandRunner.start()`."""
+
+    pid: int | None
+    started_at: float
+
+    def __init__(self, request: RunRequest, started_at: float) -> None:
+        self.request = request
+        self.pid = None
+        self.started_at = started_at
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._result: RunResult | None = None
+        self._terminate_reason: str | None = None
+        self._wake_w: int | None = None  # guarded by _lock: closed (None) once the run ended
+
+    @classmethod
+    def _failed(cls, request: RunRequest, started_at: float, message: str) -> RunningCommand:
+        run = cls(request, started_at)
+        log.warning(
+            "job %s could not start: %s",
+            request.job,
+            message,
+            extra={"event": "job-start-error", "job": request.job, "fire_key": request.fire_key},
+        )
+        run._finish(RunResult("error", None, started_at, started_at, error=message))
+        return run
+
+    @classmethod
+    def _spawned(
+        cls,
+        runner: CommandRunner,
+        request: RunRequest,
+        popen: subprocess.Popen[bytes],
+        started_at: float,
+    ) -> RunningCommand:
+        run = cls(request, started_at)
+        run.pid = popen.pid
+        wake_r: int | None = None
+        monitor: _Monitor | None = None
+        try:
+            wake_r, wake_w = os.pipe()
+            os.set_blocking(wake_w, False)
+            run._wake_w = wake_w
+            monitor = _Monitor(runner, run, popen, wake_r)
+            threading.Thread(
+                target=monitor.run, name=f"zksched-run-{request.job}", daemon=True
+            ).start()
+        except Exception as exc:
+            # Out of fds or threads: the command must not run unwatched.
+            _kill_and_reap(popen)
+            run._close_wake()
+            if monitor is not None:
+                monitor.close_fds()
+            else:
+                if wake_r is not None:
+                    os.close(wake_r)
+                _close_popen_pipes(popen)
+            error = f"cannot watch {request.argv[0]}: {exc}"
+            run._finish(RunResult("error", None, started_at, time.time(), error=error))
+        return run
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def wait(self, timeout: float | None = None) -> RunResult:
+        """Block until the run is over (the command exited, or timed out and was killed).
+
+        With a timeout (e.g. for a bounded shutdown), raise TimeoutError if it is not over
+        by then; the run carries on."""
+        if not self._done.wait(timeout):
+            raise TimeoutError(f"job {self.request.job} still running after {timeout}s")
+        assert self._result is not None
+        return self._result
+
+    def terminate(self, reason: str) -> None:
+        """Kill the command's process group (SIGTERM, then SIGKILL after kill_grace); wait()
+        then reports "terminated" with error=reason. Safe from any thread, any number of
+        times; a no-op once the command has exited (its own status stands)."""
+        with self._lock:
+            if self._terminate_reason is not None or self._wake_w is None:
+                return
+            self._terminate_reason = reason
+            # BlockingIOError: the pipe is full of wake-ups already.
+            with contextlib.suppress(BlockingIOError):
+                os.write(self._wake_w, b"t")
+
+    # -- used by the monitor --------------------------------------------------------------
+
+    def _pending_terminate(self) -> str | None:
+        with self._lock:
+            return self._terminate_reason
+
+    def _close_wake(self) -> None:
+        # Under the lock so that terminate() never writes to a closed (maybe reused) fd.
+        with self._lock:
+            if self._wake_w is not None:
+                os.close(self._wake_w)
+                self._wake_w = None
+
+    def _finish(self, result: RunResult) -> None:
+        self._result = result
+        self._done.set()
+
+
+class _OutputLog:
+    """Splits a run's output into lines and logs them, within the run's byte budget.
+
+    Both streams share one budget; each has its own partial-line buffer."""
+
+    def __init__(self, logger: logging.Logger, request: RunRequest, limit: int) -> None:
+        self.logger = logger
+        self.job = request.job
+        self.fire_key = request.fire_key
+        self.remaining = limit
+        self.limit = limit
+        self.truncated = False
+        self._partial: dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
+        # A stream inside an over-long line whose head was logged already: skip to its end.
+        self._skipping: dict[str, bool] = {"stdout": False, "stderr": False}
+
+    def feed(self, stream: str, data: bytes) -> None:
+        if self.truncated:
+            return  # still read (the caller drains the pipe), no longer split or logged
+        partial = self._partial[stream]
+        start = 0
+        while not self.truncated:
+            newline = data.find(b"\n", start)
+            if newline < 0:
+                if not self._skipping[stream]:
+                    partial += data[start:]
+                    if len(partial) > MAX_LINE_BYTES:
+                        self._emit(stream, bytes(partial[:MAX_LINE_BYTES]), cut=True)
+                        partial.clear()
+                        self._skipping[stream] = True
+                return
+            if self._skipping[stream]:
+                self._skipping[stream] = False
+            else:
+                partial += data[start:newline]
+                line = bytes(partial)
+                partial.clear()
+                if len(line) > MAX_LINE_BYTES:
+                    self._emit(stream, line[:MAX_LINE_BYTES], cut=True)
+                else:
+                    self._emit(stream, line, cut=False)
+            start = newline + 1
+
+    def close(self, stream: str) -> None:
+        """End of the stream: log a last line that had no newline."""
+        partial = self._partial[stream]
+        if partial and not self.truncated and not self._skipping[stream]:
+            self._emit(stream, bytes(partial), cut=False)
+        partial.clear()
+
+    def _emit(self, stream: str, line: bytes, *, cut: bool) -> None:
+        # The newline counts too, so that endless empty lines are bounded as well.
+        cost = len(line) + 1
+        if cost > self.remaining:
+            if self.remaining > 1:
+                # No " [line cut]" here: the truncation line right after says it.
+                self._log(stream, line[: self.remaining - 1], cut=False)
+            self.remaining = 0
+            self.truncated = True
+            self.logger.info(
+                "output truncated: more than %d bytes; the rest is not logged",
+                self.limit,
+                extra={
+                    "event": "job-output-truncated",
+                    "job": self.job,
+                    "fire_key": self.fire_key,
+                    "stream": stream,
+                },
+            )
+            return
+        self.remaining -= cost
+        self._log(stream, line, cut=cut)
+
+    def _log(self, stream: str, line: bytes, *, cut: bool) -> None:
+        text = line.decode("utf-8", errors="replace").removesuffix("\r")
+        if cut:
+            text += " [line cut]"
+        self.logger.info(
+            "%s",
+            text,
+            extra={
+                "event": "job-output",
+                "job": self.job,
+                "fire_key": self.fire_key,
+                "stream": stream,
+            },
+        )
+
+
+class _Monitor:
+    """The per-run thread: reads output, watches the exit, enforces deadlines, kills."""
+
+    def __init__(
+        self,
+        runner: CommandRunner,
+        run: RunningCommand,
+        popen: subprocess.Popen[bytes],
+        wake_r: int,
+    ) -> None:
+        self.runner = runner
+        self.run_ = run
+        self.popen = popen
+        self.pid = popen.pid  # == its process group id (start_new_session)
+        self.wake_r = wake_r
+        self.request = run.request
+        self.output = _OutputLog(runner.logger, run.request, runner.max_output_bytes)
+        self.started_mono = time.monotonic()
+        assert popen.stdout is not None and popen.stderr is not None
+        self.streams: dict[int, str] = {
+            popen.stdout.fileno(): "stdout",
+            popen.stderr.fileno(): "stderr",
+        }
+        self.pidfd: int | None = None
+        # Without a pidfd (not Linux >= 5.3, or forbidden) the exit is polled for instead.
+        with contextlib.suppress(AttributeError, OSError):
+            self.pidfd = os.pidfd_open(self.pid)
+
+        self.finished_at: float | None = None
+        self.reaped = False
+        self.cause: Literal["timeout", "terminated"] | None = None
+        self.reason: str | None = None
+        self.term_at: float | None = None  # monotonic time SIGTERM went to the group
+        self.kill_sent = False
+        self.group_gone = False
+        self.next_group_check = 0.0  # a group check may scan /proc: not once per read
+        self.drain_until: float | None = None
+        self.lost_status = False
+
+    # -- thread body ------------------------------------------------------------------------
+
+    def run(self) -> None:
+        try:
+            result = self._loop()
+        except BaseException as exc:  # a result must come out whatever happens
+            log.exception(
+                "job %s: runner failed", self.request.job, extra={"event": "runner-error"}
+            )
+            if not self.reaped:
+                _kill_and_reap(self.popen)
+            result = RunResult(
+                "error",
+                self.popen.returncode,
+                self.run_.started_at,
+                self.finished_at or time.time(),
+                error=f"internal runner error: {exc!r}",
+                output_truncated=self.output.truncated,
+            )
+        finally:
+            self.run_._close_wake()
+            self.close_fds()
+        self.run_._finish(result)
+
+    def close_fds(self) -> None:
+        for fd in (self.wake_r, self.pidfd):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.pidfd = None
+        _close_popen_pipes(self.popen)
+
+    def _loop(self) -> RunResult:
+        poller = select.poll()
+        for fd in self.streams:
+            poller.register(fd, select.POLLIN)
+        poller.register(self.wake_r, select.POLLIN)
+        if self.pidfd is not None:
+            poller.register(self.pidfd, select.POLLIN)
+        timeout = self.request.timeout
+        deadline = None if timeout is None or math.isinf(timeout) else self.started_mono + timeout
+        grace = self.runner.kill_grace
+
+        while True:
+            now = time.monotonic()
+            # Once the command has exited its pidfd stays readable: stop polling it.
+            if self.finished_at is None and self._exited() and self.pidfd is not None:
+                poller.unregister(self.pidfd)
+            if self.finished_at is None and self.cause is None:
+                reason = self.run_._pending_terminate()
+                if reason is not None:
+                    self.cause, self.reason = "terminated", reason
+                elif deadline is not None and now >= deadline:
+                    self.cause = "timeout"
+                    self.reason = f"timed out after {_format_seconds(timeout or 0.0)}"
+                if self.cause is not None:
+                    self._signal_group(signal.SIGTERM)
+                    self.term_at = now
+            if self.finished_at is not None and not self.reaped:
+                self._reap()
+            if self.reaped and not self.group_gone and now >= self.next_group_check:
+                self.next_group_check = now + _POLL_INTERVAL
+                if not self._group_alive():
+                    self.group_gone = True
+                elif self.term_at is None:
+                    log.warning(
+                        "job %s exited but left processes in its process group; stopping them",
+                        self.request.job,
+                        extra={
+                            "event": "job-leftovers",
+                            "job": self.request.job,
+                            "fire_key": self.request.fire_key,
+                        },
+                    )
+                    self._signal_group(signal.SIGTERM)
+                    self.term_at = now
+            if (
+                self.term_at is not None
+                and not self.kill_sent
+                and not self.group_gone
+                and now >= self.term_at + grace
+            ):
+                self._signal_group(signal.SIGKILL)
+                self.kill_sent = True
+            if self.reaped and (self.group_gone or self.kill_sent):
+                if not self.streams:
+                    break
+                if self.drain_until is None:
+                    self.drain_until = now + self.runner.output_drain
+                elif now >= self.drain_until:
+                    log.warning(
+                        "job %s: output pipes still open after its process group ended "
+                        "(a process left the session?); no longer reading them",
+                        self.request.job,
+                        extra={
+                            "event": "job-output-abandoned",
+                            "job": self.request.job,
+                            "fire_key": self.request.fire_key,
+                        },
+                    )
+                    break
+
+            wakeups: list[float] = []
+            if self.finished_at is None:
+                if self.cause is None and deadline is not None:
+                    wakeups.append(deadline)
+                if self.pidfd is None:
+                    wakeups.append(now + _POLL_INTERVAL)
+            if self.term_at is not None and not self.kill_sent and not self.group_gone:
+                wakeups.append(self.term_at + grace)
+            if self.reaped and not self.group_gone and not self.kill_sent:
+                wakeups.append(self.next_group_check)  # no fd tells us when a group empties
+            if self.drain_until is not None:
+                wakeups.append(self.drain_until)
+            wait_ms = None if not wakeups else max(0, math.ceil((min(wakeups) - now) * 1000))
+            for fd, _events in poller.poll(wait_ms):
+                if fd == self.wake_r:
+                    os.read(self.wake_r, 512)
+                elif fd in self.streams:
+                    self._read(poller, fd)
+
+        for stream in self.streams.values():
+            self.output.close(stream)
+        return self._result()
+
+    # -- steps --------------------------------------------------------------------------------
+
+    def _exited(self) -> bool:
+        """Has the command exited? Leaves it a zombie (WNOWAIT) so its pgid stays ours."""
+        try:
+            info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            # Someone else reaped it (SIGCHLD ignored, or a waitpid(-1) elsewhere).
+            self.lost_status = True
+            self.reaped = True
+        else:
+            if info is None:
+                return False
+        self.finished_at = time.time()
+        return True
+
+    def _reap(self) -> None:
+        if not self.lost_status:
+            self.popen.wait()
+        self.reaped = True
+
+    def _group_alive(self) -> bool:
+        try:
+            os.killpg(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return False  # only processes we may not signal are left: nothing we can do
+        return _group_has_live_process(self.pid)
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        try:
+            os.killpg(self.pid, sig)
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            log.warning(
+                "job %s: not allowed to send %s to its process group",
+                self.request.job,
+                sig.name,
+                extra={"event": "job-kill-denied", "job": self.request.job},
+            )
+
+    def _read(self, poller: select.poll, fd: int) -> None:
+        stream = self.streams[fd]
+        data = os.read(fd, _READ_CHUNK)
+        if data:
+            self.output.feed(stream, data)
+            return
+        poller.unregister(fd)
+        del self.streams[fd]
+        self.output.close(stream)
+
+    def _result(self) -> RunResult:
+        started = self.run_.started_at
+        finished = self.finished_at if self.finished_at is not None else time.time()
+        code = None if self.lost_status else self.popen.returncode
+        truncated = self.output.truncated
+        if self.cause is not None:
+            return RunResult(self.cause, code, started, finished, self.reason, truncated)
+        if code is None:
+            error = "exit status lost: the process was reaped outside the runner"
+            return RunResult("error", None, started, finished, error, truncated)
+        if code == 0:
+            return RunResult("ok", 0, started, finished, None, truncated)
+        return RunResult("failed", code, started, finished, _describe_exit(code), truncated)
+
+
+def _group_has_live_process(pgid: int) -> bool:
+    """Whether a process group that kill() found has a member that is not a zombie.
+
+    Orphaned zombies stay in their group until init reaps them, and some container inits
+    never do; without this look, their group would count as alive until SIGKILL."""
+    try:
+        pids = [name for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return True  # no /proc: trust kill()
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue  # gone meanwhile
+        # "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses.
+        fields = stat[stat.rfind(b")") + 2 :].split(b" ", 3)
+        if len(fields) >= 3 and fields[2] == str(pgid).encode() and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
+
+
+def _kill_and_reap(popen: subprocess.Popen[bytes]) -> None:
+    """Last resort: SIGKILL the group while the command is unreaped (so the pgid is its)."""
+    with contextlib.suppress(OSError):
+        os.killpg(popen.pid, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError):
+        popen.wait()
+
+
+def _close_popen_pipes(popen: subprocess.Popen[bytes]) -> None:
+    for pipe in (popen.stdout, popen.stderr):
+        if pipe is not None:
+            pipe.close()
