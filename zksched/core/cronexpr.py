@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 MACROS: dict[str, str] = {
     "@yearly": "0 0 1 1 *",
@@ -157,8 +158,12 @@ def _parse_field(text: str, spec: _FieldSpec) -> int:
     return mask
 
 
+@lru_cache(maxsize=16384)
 def parse_cron(expression: str) -> CronFields:
-    """Parse `expression`; CronSyntaxError with a clear message when it is not valid."""
+    """Parse `expression`; CronSyntaxError with a clear message when it is not valid.
+
+    Cached: a cluster has many jobs and few distinct expressions.
+    """
     if not isinstance(expression, str):
         raise CronSyntaxError(f"a schedule must be a string, not {type(expression).__name__}")
     if len(expression) > MAX_EXPRESSION_LENGTH:
