@@ -108,7 +108,9 @@ def daemons(tmp_path: Path, zk: str, client_id: str) -> Iterator[Callable[..., D
 
     def start(zk_hosts: str | None = None, **kwargs: object) -> DaemonProcess:
         daemon = DaemonProcess(
-            zk=zk_hosts or zk, client_id=client_id, workdir=tmp_path / f"d{len(started)}",
+            zk=zk_hosts or zk,
+            client_id=client_id,
+            workdir=tmp_path / f"d{len(started)}",
             **kwargs,  # type: ignore[arg-type]
         ).start()
         started.append(daemon)

@@ -114,15 +114,31 @@ class DaemonProcess:
         n = len(list(self.workdir.glob("daemon-*.log")))
         self.log_path = self.workdir / f"daemon-{n}.log"
         self._offset, self._events = 0, []
-        args = [sys.executable, "-m", "zksched", "--zk", self.zk, "--client-id", self.client_id,
-                "--log-format", "json", "run", "--session-timeout", str(self.session_timeout)]
+        args = [
+            sys.executable,
+            "-m",
+            "zksched",
+            "--zk",
+            self.zk,
+            "--client-id",
+            self.client_id,
+            "--log-format",
+            "json",
+            "run",
+            "--session-timeout",
+            str(self.session_timeout),
+        ]
         for key, value in self.labels.items():
             args += ["--label", f"{key}={value}"]
         args += self.extra_args
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
-                args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env={**os.environ, **self.env}, start_new_session=True,
+                args,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, **self.env},
+                start_new_session=True,
             )
         return self
 
@@ -203,8 +219,13 @@ def wait_until(
         time.sleep(interval)
 
 
-def run_cli(zk: str, client_id: str, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    zk: str, client_id: str, *args: str, timeout: float = 30
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "zksched", "--zk", zk, "--client-id", client_id, *args],
-        capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
     )

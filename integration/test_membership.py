@@ -33,8 +33,9 @@ def removal_time(daemon: DaemonProcess, gone: str) -> float | None:
     return None
 
 
-def test_three_daemons_join_and_are_listed(daemons: Start, zk: str, client_id: str,
-                                           kazoo: KazooClient) -> None:
+def test_three_daemons_join_and_are_listed(
+    daemons: Start, zk: str, client_id: str, kazoo: KazooClient
+) -> None:
     group = [daemons(labels={"role": "db"} if i == 0 else {}) for i in range(3)]
     ids = {d.member_id for d in group}
     wait_until(lambda: all_agree(group, ids), 20, what="three members in every table")
@@ -92,8 +93,9 @@ def test_sigkill_leaves_every_table_within_session_timeout(daemons: Start) -> No
         assert removed - sent <= SESSION_TIMEOUT + 1.0, f"took {removed - sent:.2f}s"
 
 
-def test_partitioned_member_rejoins_by_itself(daemons: Start, proxy_to: Callable[..., FaultProxy],
-                                               zk: str) -> None:
+def test_partitioned_member_rejoins_by_itself(
+    daemons: Start, proxy_to: Callable[..., FaultProxy], zk: str
+) -> None:
     proxy = proxy_to()
     cut = daemons(zk_hosts=proxy.address)
     others = [daemons() for _ in range(2)]
@@ -114,8 +116,9 @@ def test_partitioned_member_rejoins_by_itself(daemons: Start, proxy_to: Callable
     assert cut.alive
 
 
-def test_daemon_started_before_zookeeper_joins_when_it_comes_up(daemons: Start,
-                                                                  zk_server: ZkServer) -> None:
+def test_daemon_started_before_zookeeper_joins_when_it_comes_up(
+    daemons: Start, zk_server: ZkServer
+) -> None:
     daemon = daemons(zk_hosts=zk_server.connect_string)
     time.sleep(2.5)
     assert daemon.alive and daemon.last_members() is None

@@ -32,8 +32,9 @@ def clients() -> Iterator[list[KazooClient]]:
         close_quietly(client)
 
 
-def started(clients: list[KazooClient], hosts: str, session_timeout: float = TIMEOUT,
-            **settings: object) -> KazooClient:
+def started(
+    clients: list[KazooClient], hosts: str, session_timeout: float = TIMEOUT, **settings: object
+) -> KazooClient:
     client = make_client(ZkSettings(hosts=hosts, session_timeout=session_timeout, **settings))  # type: ignore[arg-type]
     client.start(timeout=10)
     clients.append(client)
@@ -41,12 +42,17 @@ def started(clients: list[KazooClient], hosts: str, session_timeout: float = TIM
 
 
 def own_nodes(kazoo: KazooClient, paths: ClusterPaths, member_id: str) -> list[str]:
-    return [c for c in kazoo.get_children(paths.members) if ClusterPaths.member_id_of(c) == member_id]
+    return [
+        c for c in kazoo.get_children(paths.members) if ClusterPaths.member_id_of(c) == member_id
+    ]
 
 
-def test_lost_create_reply_never_leaves_two_nodes(clients: list[KazooClient], kazoo: KazooClient,
-                                                  proxy_to: Callable[..., FaultProxy],
-                                                  client_id: str) -> None:
+def test_lost_create_reply_never_leaves_two_nodes(
+    clients: list[KazooClient],
+    kazoo: KazooClient,
+    proxy_to: Callable[..., FaultProxy],
+    client_id: str,
+) -> None:
     proxy = proxy_to()
     client = started(clients, proxy.address)
     paths = ClusterPaths(client_id)
@@ -62,8 +68,15 @@ def test_lost_create_reply_never_leaves_two_nodes(clients: list[KazooClient], ka
     # The create did happen on the server.
     wait_until(lambda: own_nodes(kazoo, paths, "m-1"), 5, what="the create to land")
     proxy.set_mode(PASS)
-    wait_until(lambda: client.state == KazooState.CONNECTED and client.client_id[0] == session
-               and _pingable(client), 10, what="reconnect on the same session")
+    wait_until(
+        lambda: (
+            client.state == KazooState.CONNECTED
+            and client.client_id[0] == session
+            and _pingable(client)
+        ),
+        10,
+        what="reconnect on the same session",
+    )
 
     znode = registration.ensure(reader.read())
     assert own_nodes(kazoo, paths, "m-1") == [znode]
@@ -79,9 +92,9 @@ def _pingable(client: KazooClient) -> bool:
         return False
 
 
-def test_duplicate_node_of_the_same_session_is_deleted(clients: list[KazooClient],
-                                                       kazoo: KazooClient, zk: str,
-                                                       client_id: str) -> None:
+def test_duplicate_node_of_the_same_session_is_deleted(
+    clients: list[KazooClient], kazoo: KazooClient, zk: str, client_id: str
+) -> None:
     client = started(clients, zk)
     paths = ClusterPaths(client_id)
     client.ensure_path(paths.members)
@@ -95,8 +108,9 @@ def test_duplicate_node_of_the_same_session_is_deleted(clients: list[KazooClient
     assert own_nodes(kazoo, paths, "m-1") == [first]
 
 
-def test_member_rejoins_after_real_session_expiry(clients: list[KazooClient], kazoo: KazooClient,
-                                                  zk: str, client_id: str) -> None:
+def test_member_rejoins_after_real_session_expiry(
+    clients: list[KazooClient], kazoo: KazooClient, zk: str, client_id: str
+) -> None:
     client = started(clients, zk)
     paths = ClusterPaths(client_id)
     membership = ClusterMembership(client, paths, Member(member_id="m-1"), TIMEOUT)
@@ -115,8 +129,11 @@ def test_member_rejoins_after_real_session_expiry(clients: list[KazooClient], ka
     thief.close()
 
     wait_until(lost.is_set, 15, what="session loss noticed")
-    wait_until(lambda: membership.view.active and membership.view.my_znode != first, 15,
-               what="rejoined on a new session")
+    wait_until(
+        lambda: membership.view.active and membership.view.my_znode != first,
+        15,
+        what="rejoined on a new session",
+    )
     assert client.client_id[0] != session_id
     assert own_nodes(kazoo, paths, "m-1") == [membership.view.my_znode]
     membership.stop()
@@ -124,11 +141,13 @@ def test_member_rejoins_after_real_session_expiry(clients: list[KazooClient], ka
 
 
 def test_suspended_member_owns_nothing_and_declares_loss_before_expiry(
-        clients: list[KazooClient], proxy_to: Callable[..., FaultProxy], client_id: str) -> None:
+    clients: list[KazooClient], proxy_to: Callable[..., FaultProxy], client_id: str
+) -> None:
     proxy = proxy_to()
     client = started(clients, proxy.address)
-    membership = ClusterMembership(client, ClusterPaths(client_id), Member(member_id="m-1"),
-                                   TIMEOUT)
+    membership = ClusterMembership(
+        client, ClusterPaths(client_id), Member(member_id="m-1"), TIMEOUT
+    )
     lost_at: list[float] = []
     membership.add_session_loss_listener(lambda: lost_at.append(time.monotonic()))
     membership.start()
@@ -146,9 +165,9 @@ def test_suspended_member_owns_nothing_and_declares_loss_before_expiry(
     membership.stop()
 
 
-def test_members_watch_survives_a_reconnect(clients: list[KazooClient],
-                                            proxy_to: Callable[..., FaultProxy], zk: str,
-                                            client_id: str) -> None:
+def test_members_watch_survives_a_reconnect(
+    clients: list[KazooClient], proxy_to: Callable[..., FaultProxy], zk: str, client_id: str
+) -> None:
     proxy = proxy_to()
     watcher_client = started(clients, proxy.address)
     paths = ClusterPaths(client_id)
@@ -168,8 +187,9 @@ def test_members_watch_survives_a_reconnect(clients: list[KazooClient],
     watcher.stop()
 
 
-def test_digest_auth_makes_znodes_read_only_for_others(clients: list[KazooClient], zk: str,
-                                                       client_id: str) -> None:
+def test_digest_auth_makes_znodes_read_only_for_others(
+    clients: list[KazooClient], zk: str, client_id: str
+) -> None:
     client = started(clients, zk, auth="zksched:s3cret")
     paths = ClusterPaths(client_id)
     membership = ClusterMembership(client, paths, Member(member_id="m-1"), TIMEOUT)
@@ -192,13 +212,15 @@ def test_digest_auth_makes_znodes_read_only_for_others(clients: list[KazooClient
     membership.stop()
 
 
-def test_chroot_is_created_and_used(clients: list[KazooClient], kazoo: KazooClient, zk: str,
-                                    client_id: str) -> None:
+def test_chroot_is_created_and_used(
+    clients: list[KazooClient], kazoo: KazooClient, zk: str, client_id: str
+) -> None:
     chroot = f"/chroot-{client_id}"
     client = connect(ZkSettings(hosts=zk + chroot, session_timeout=TIMEOUT), 10)
     clients.append(client)
-    membership = ClusterMembership(client, ClusterPaths(client_id), Member(member_id="m-1"),
-                                   TIMEOUT)
+    membership = ClusterMembership(
+        client, ClusterPaths(client_id), Member(member_id="m-1"), TIMEOUT
+    )
     membership.start()
     wait_until(lambda: membership.view.active, 10, what="joined under the chroot")
     assert kazoo.get_children(f"{chroot}/zksched/{client_id}/members")
@@ -206,13 +228,14 @@ def test_chroot_is_created_and_used(clients: list[KazooClient], kazoo: KazooClie
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
-def test_member_recovers_when_kazoo_connection_loop_dies(clients: list[KazooClient],
-                                                         proxy_to: Callable[..., FaultProxy],
-                                                         client_id: str) -> None:
+def test_member_recovers_when_kazoo_connection_loop_dies(
+    clients: list[KazooClient], proxy_to: Callable[..., FaultProxy], client_id: str
+) -> None:
     proxy = proxy_to()
     client = started(clients, proxy.address)
-    membership = ClusterMembership(client, ClusterPaths(client_id), Member(member_id="m-1"),
-                                   TIMEOUT)
+    membership = ClusterMembership(
+        client, ClusterPaths(client_id), Member(member_id="m-1"), TIMEOUT
+    )
     membership.start()
     wait_until(lambda: membership.view.active, 10, what="joined")
     proxy.set_mode(CORRUPT_ONCE)

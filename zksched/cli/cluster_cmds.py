@@ -14,10 +14,12 @@ from zksched.cli.context import CliContext
 from zksched.cli.errors import CliFailure, invalid
 from zksched.cli.main import cli
 from zksched.cli.output import echo_json, echo_table
+from zksched.core.jobtable import parse_stored
 from zksched.core.names import name_problem, parse_label
 from zksched.core.owners import OwnerTable
 from zksched.runtime.daemon import Daemon, DaemonConfig, default_member_id
 from zksched.runtime.logs import setup_logging
+from zksched.zk.jobstore import ConcurrentChange, CorruptTable, JobStore
 from zksched.zk.membership import MemberReader, MemberSnapshot
 
 
@@ -115,14 +117,30 @@ def members(ctx: CliContext, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
 @click.pass_obj
 def owners(ctx: CliContext, jobs: tuple[str, ...], as_json: bool) -> None:
-    """Show the owner table: job -> member id."""
+    """The owner table: job -> member id (every job in the table, or the JOBs named)."""
     for job in jobs:
         problem = name_problem(job, "job name")
         if problem:
             raise invalid(problem)
-    table = OwnerTable(read_members(ctx).members)
-    assignment = {job: table.owner(job) for job in jobs}
+    with ctx.client() as client:
+        try:
+            snapshot = MemberReader(client, ctx.paths, ctx.connect_timeout).read()
+        except NoNodeError:
+            snapshot = MemberSnapshot(())
+        try:
+            _, stored = JobStore(client, ctx.paths, ctx.connect_timeout).read_table()
+        except (KazooException, KazooTimeoutError, ConcurrentChange, CorruptTable) as exc:
+            raise CliFailure(f"reading the job table failed: {exc}") from None
+    entries = {name: parse_stored(job) for name, job in stored.items()}
+    table = OwnerTable(snapshot.members)
+    names = list(jobs) or sorted(entries)
+    rows = []
+    for name in names:
+        entry = entries.get(name)
+        labels = entry.spec.labels if entry is not None and entry.spec is not None else {}
+        owner = table.owner(name, labels) if entry is None or entry.spec is not None else None
+        rows.append({"name": name, "owner": owner, "in_table": entry is not None})
     if as_json:
-        echo_json([{"name": job, "owner": owner} for job, owner in assignment.items()])
+        echo_json(rows)
         return
-    echo_table(["JOB", "OWNER"], [[job, owner] for job, owner in assignment.items()])
+    echo_table(["JOB", "OWNER"], [[r["name"], r["owner"]] for r in rows])

@@ -212,8 +212,11 @@ class ClusterMembership:
         if dead in (KeeperState.AUTH_FAILED, KeeperState.CLOSED):
             # kazoo gave up (auth failure, or its connection loop died on an unexpected
             # error): without a restart this member would wait forever as a zombie.
-            log.error("ZooKeeper client stopped (%s); restarting it in 2s", dead,
-                      extra={"event": "client-restart"})
+            log.error(
+                "ZooKeeper client stopped (%s); restarting it in 2s",
+                dead,
+                extra={"event": "client-restart"},
+            )
             self._restart_client_later()
             return
         if not self._client.connected:

@@ -1,4 +1,5 @@
-"""The `zksched run` daemon: wires the ZooKeeper client, membership and (later) the fire path."""
+"""The `zksched run` daemon: wires the ZooKeeper client, membership, the job table and the
+fire path together, and stops in the order that hands jobs over at once."""
 
 from __future__ import annotations
 
@@ -6,15 +7,24 @@ import logging
 import os
 import socket
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Literal
 
 from zksched import __version__
 from zksched.core.owners import Member
+from zksched.runtime.clock import Clock
 from zksched.runtime.cluster import ClusterMembership, ClusterView
+from zksched.runtime.firing import FirePath, FireSettings
+from zksched.runtime.jobs import JobTableWatcher
+from zksched.runtime.runner import CommandRunner
+from zksched.runtime.scheduler import FireScheduler
+from zksched.runtime.skips import SkipLog
 from zksched.zk.connection import ZkSettings, close_quietly, make_client
 from zksched.zk.paths import ClusterPaths
+from zksched.zk.triggers import Triggers
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +39,10 @@ class DaemonConfig:
     client_id: str
     labels: Mapping[str, str] = field(default_factory=dict)
     member_id: str = field(default_factory=default_member_id)
+    concurrency: int = 32
+    on_session_loss: Literal["terminate", "continue"] = "terminate"
+    stop_grace: float = 30.0  # how long a graceful stop lets running commands finish
+    clock_offset: float = 0.0  # tests only: skew this member's clock
 
 
 class Daemon:
@@ -38,6 +52,7 @@ class Daemon:
         self.config = config
         self.paths = ClusterPaths(config.client_id)
         self.client = make_client(config.zk)
+        self.clock = Clock(config.clock_offset)
         self.member = Member(
             member_id=config.member_id,
             host=socket.gethostname(),
@@ -53,6 +68,37 @@ class Daemon:
             session_timeout=config.zk.session_timeout,
             hosts_label=config.zk.hosts,
         )
+        call_timeout = max(1.0, config.zk.session_timeout / 3)
+        self.skips = SkipLog()
+        self.fire_path = FirePath(
+            self.client,
+            self.paths,
+            self.cluster,
+            CommandRunner(),
+            self.skips,
+            FireSettings(
+                client_id=config.client_id,
+                member_id=config.member_id,
+                on_session_loss=config.on_session_loss,
+                call_timeout=call_timeout,
+            ),
+            self.clock,
+        )
+        self.scheduler = FireScheduler(
+            self.fire_path,
+            self.skips,
+            self.clock,
+            concurrency=config.concurrency,
+            take_trigger=Triggers(self.client, self.paths, call_timeout).take,
+        )
+        self.jobs = JobTableWatcher(
+            self.client,
+            self.paths,
+            call_timeout,
+            on_jobs=self.scheduler.update_jobs,
+            on_triggers=self.scheduler.triggers,
+        )
+        self.cluster.add_view_listener(self.scheduler.update_view)
         self._stop_requested = threading.Event()
         self._started = False
         self._stopped = False
@@ -73,7 +119,9 @@ class Daemon:
             self.config.zk.session_timeout,
             extra={"event": "start", "member_id": self.member.member_id},
         )
+        self.scheduler.start()
         self.cluster.start()
+        self.jobs.start()
         self.client.start_async()  # retries forever; the coordinator joins once connected
 
     def request_stop(self) -> None:
@@ -84,20 +132,27 @@ class Daemon:
         return self._stop_requested.wait(timeout)
 
     def stop(self) -> None:
-        """Graceful stop: leave (delete our node), close the session."""
+        """Graceful stop. Order matters: no new fires; leave (the others take over at once);
+        let running commands finish (up to stop_grace) holding their locks; close the session."""
         if self._stopped:
             return
         self._stopped = True
         self._stop_requested.set()
+        started = time.monotonic()
+        self.scheduler.stop_dispatching()
+        self.jobs.stop()
         self.cluster.stop()
+        self.scheduler.stop(wait_for_running=self.config.stop_grace)
+        self.fire_path.flush_unwritten()
         close_quietly(self.client)
-        log.info("stopped", extra={"event": "stopped"})
+        log.info("stopped after %.1fs", time.monotonic() - started, extra={"event": "stopped"})
 
     def run(self) -> None:
         """Start, block until request_stop(), stop."""
         self.start()
         try:
             while not self._stop_requested.wait(1.0):
-                pass
+                if self.client.connected:
+                    self.fire_path.flush_unwritten()
         finally:
             self.stop()

@@ -113,7 +113,8 @@ class MemberRegistration:
         """Make sure exactly one node of ours exists in the current session; return its name.
 
         `snapshot` must be read after any earlier attempt: it carries each node's ephemeral
-        owner, which is how a node from a create whose reply was lost is recognised. Raises kazoo errors (ConnectionLoss, timeouts): the caller retries later.
+        owner, which is how a node from a create whose reply was lost is recognised.
+        Raises kazoo errors (ConnectionLoss, timeouts): the caller retries later.
         """
         session_id = self._client.client_id[0] if self._client.client_id else None
         if session_id is None:

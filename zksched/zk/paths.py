@@ -1,19 +1,39 @@
 """Every znode path zksched reads or writes, in one place.
 
     /zksched/<client_id>/
-        members/<member_id>.<seq>      ephemeral sequential, JSON member record
+        members/<member_id>.<seq>           ephemeral sequential: a live member (JSON)
+        jobs                                the job table's root: generation and bucket ids
+        jobs/blobs/<id>                     a bucket of job records (content-addressed JSON)
+        fires/<bb>/<job>/<instant>          one fire record per (job, UTC instant)
+        locks/<bb>/<job>                    the job's kazoo Lock
+        triggers/<job>.<seq>                a pending `jobs trigger`
 
-Folders that can grow with the number of jobs are bucketed so that no `getChildren` reply
-comes near ZooKeeper's 1 MB `jute.maxbuffer` (see docs/architecture.md).
+Folders that grow with the number of jobs (`fires`, `locks`) are split into 256 buckets
+`<bb>` by a hash of the job name, so that no `getChildren` reply comes near ZooKeeper's 1 MB
+`jute.maxbuffer` (100,000 jobs: ~400 children a bucket). A job's own fire folder holds at
+most its `history` records plus a few.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import mmh3
+
 from zksched.core.names import name_problem
 
 ROOT = "/zksched"
+BUCKETS = 256
+
+
+def bucket_of(name: str) -> str:
+    """Two hex digits: which of the 256 folders holds this job's fires and lock."""
+    return f"{mmh3.hash(name.encode(), 0, False) % BUCKETS:02x}"
+
+
+def instant_node(instant_utc: str) -> str:
+    """`2026-01-02T02:00:00Z` is a valid znode name as it stands, and sorts by time."""
+    return instant_utc
 
 
 @dataclass(frozen=True)
@@ -29,6 +49,7 @@ class ClusterPaths:
     def base(self) -> str:
         return f"{ROOT}/{self.client_id}"
 
+    # members
     @property
     def members(self) -> str:
         return f"{self.base}/members"
@@ -43,4 +64,45 @@ class ClusterPaths:
     @staticmethod
     def member_id_of(znode: str) -> str:
         """`host-123.0000000007` -> `host-123` (the sequence follows the last dot)."""
+        return znode.rsplit(".", 1)[0]
+
+    # the job table
+    @property
+    def jobs(self) -> str:
+        return f"{self.base}/jobs"
+
+    @property
+    def blobs(self) -> str:
+        return f"{self.jobs}/blobs"
+
+    def blob(self, blob_id: str) -> str:
+        return f"{self.blobs}/{blob_id}"
+
+    # fires, locks, triggers
+    @property
+    def fires(self) -> str:
+        return f"{self.base}/fires"
+
+    def job_fires(self, job: str) -> str:
+        return f"{self.fires}/{bucket_of(job)}/{job}"
+
+    def fire(self, job: str, instant_utc: str) -> str:
+        return f"{self.job_fires(job)}/{instant_node(instant_utc)}"
+
+    @property
+    def locks(self) -> str:
+        return f"{self.base}/locks"
+
+    def job_lock(self, job: str) -> str:
+        return f"{self.locks}/{bucket_of(job)}/{job}"
+
+    @property
+    def triggers(self) -> str:
+        return f"{self.base}/triggers"
+
+    def trigger_prefix(self, job: str) -> str:
+        return f"{self.triggers}/{job}."
+
+    @staticmethod
+    def job_of_trigger(znode: str) -> str:
         return znode.rsplit(".", 1)[0]

@@ -1,0 +1,82 @@
+"""Helpers for fire-path tests: job files whose commands record their fire keys."""
+
+from __future__ import annotations
+
+import collections
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from zksched.core.firekey import parse_fire_key
+
+
+def recording_job(name: str, out: Path, schedule: str = "* * * * * *", **keys: object) -> str:
+    """TOML for a job whose command appends `<fire key> <member> <token> <start ts>` to `out`.
+
+    Lines are short and written with O_APPEND by one `echo`, so concurrent writers never
+    interleave (POSIX: writes up to PIPE_BUF are atomic on a pipe; appends of a few dozen
+    bytes to a local file are too in practice, and each line is checked whole).
+    """
+    script = (
+        'echo "$ZKSCHED_FIRE_KEY $ZKSCHED_MEMBER_ID $ZKSCHED_FENCING_TOKEN $(date +%s.%N)"'
+        f" >> {out}"
+    )
+    lines = [f"[jobs.{name}]", f'schedule = "{schedule}"', f"command = ['sh', '-c', '{script}']"]
+    for key, value in keys.items():
+        if isinstance(value, bool):
+            lines.append(f"{key} = {'true' if value else 'false'}")
+        elif isinstance(value, int | float):
+            lines.append(f"{key} = {value}")
+        else:
+            lines.append(f'{key} = "{value}"')
+    return "\n".join(lines) + "\n"
+
+
+class FireLog:
+    """What the commands themselves wrote."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def lines(self) -> list[list[str]]:
+        if not self.path.exists():
+            return []
+        return [line.split() for line in self.path.read_text().splitlines() if line.strip()]
+
+    def keys(self) -> list[str]:
+        return [parts[0] for parts in self.lines()]
+
+    def counts(self) -> collections.Counter[str]:
+        return collections.Counter(self.keys())
+
+    def duplicates(self) -> dict[str, int]:
+        return {k: n for k, n in self.counts().items() if n > 1}
+
+    def by_job(self) -> dict[str, list[datetime]]:
+        out: dict[str, list[datetime]] = collections.defaultdict(list)
+        for key in self.keys():
+            job, instant = parse_fire_key(key)
+            out[job].append(instant)
+        return out
+
+    def members_of(self, job: str) -> list[str]:
+        return [p[1] for p in self.lines() if p[0].startswith(f"{job}@")]
+
+    def tokens(self, job: str) -> list[tuple[datetime, int]]:
+        return sorted(
+            (parse_fire_key(p[0])[1], int(p[2])) for p in self.lines() if p[0].startswith(f"{job}@")
+        )
+
+    def wait_for(self, predicate: object, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if callable(predicate) and predicate():
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"timed out after {timeout}s; log has {len(self.keys())} fires")
+
+
+def every_second(start: datetime, end: datetime) -> list[datetime]:
+    """Every whole second in [start, end]."""
+    first = int(start.timestamp()) + (0 if start.timestamp() == int(start.timestamp()) else 1)
+    return [datetime.fromtimestamp(t, UTC) for t in range(first, int(end.timestamp()) + 1)]

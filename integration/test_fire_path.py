@@ -1,0 +1,366 @@
+"""The fire path end to end: every scheduled instant runs exactly once, through crashes,
+restarts, partitions and skewed clocks; the job table commands; overlap and timeouts."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+
+from integration.fires import FireLog, every_second, recording_job
+from integration.harness import SESSION_TIMEOUT, DaemonProcess, run_cli, wait_until
+from zksched.core.firekey import parse_fire_key
+from zksched.devtools.faultproxy import BLACKHOLE, PASS, FaultProxy
+from zksched.zk.paths import ClusterPaths
+
+Start = Callable[..., DaemonProcess]
+
+
+def apply(zk: str, client_id: str, path: Path, *extra: str) -> str:
+    result = run_cli(zk, client_id, "jobs", "apply", str(path), *extra)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def all_agree(daemons: list[DaemonProcess]) -> bool:
+    expected = {d.member_id for d in daemons}
+    return all(set(d.last_members() or ()) == expected for d in daemons)
+
+
+def sleep_to_mid_second() -> None:
+    """Act half-way between two whole seconds: every-second fires happen just after a whole
+    second, so a kill here never lands between a claim and its command's start."""
+    now = time.time()
+    time.sleep((1.5 - (now % 1.0)) % 1.0)
+
+
+def test_every_instant_runs_exactly_once_through_kills_and_restarts(
+    daemons: Start, zk: str, client_id: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "fires.log"
+    jobfile = tmp_path / "jobs.toml"
+    jobfile.write_text(
+        "".join(
+            recording_job(f"tick-{i:02d}", out, catchup="all", catchup_window="1m")
+            for i in range(20)
+        )
+    )
+    group = [daemons() for _ in range(3)]
+    wait_until(lambda: all_agree(group), 20, what="cluster formed")
+    apply(zk, client_id, jobfile)
+    log = FireLog(out)
+    log.wait_for(lambda: len(log.keys()) >= 40, 20)
+    start = datetime.now(UTC) + timedelta(seconds=1)
+
+    for round_, sig in enumerate([signal.SIGKILL, signal.SIGTERM, signal.SIGKILL, signal.SIGTERM]):
+        time.sleep(2)
+        sleep_to_mid_second()
+        victim = group.pop(round_ % len(group))
+        if sig == signal.SIGKILL:
+            victim.kill()
+        else:
+            victim.terminate()
+        time.sleep(1)
+        group.append(daemons())
+    time.sleep(SESSION_TIMEOUT + 3)  # the last crash is taken over and caught up
+    end = datetime.now(UTC) - timedelta(seconds=2)
+    time.sleep(2)
+
+    assert log.duplicates() == {}, "an instant ran twice"
+    by_job = log.by_job()
+    expected = every_second(start, end)
+    for i in range(20):
+        ran = set(by_job[f"tick-{i:02d}"])
+        missing = [t.isoformat() for t in expected if t not in ran]
+        assert not missing, f"tick-{i:02d} lost {len(missing)} instants: {missing[:5]}"
+
+
+def test_skewed_clocks_never_run_an_instant_twice(zk: str, client_id: str, tmp_path: Path) -> None:
+    from zksched.runtime.daemon import Daemon, DaemonConfig
+    from zksched.zk.connection import ZkSettings
+
+    out = tmp_path / "fires.log"
+    jobfile = tmp_path / "jobs.toml"
+    jobfile.write_text("".join(recording_job(f"skew-{i}", out, catchup="all") for i in range(6)))
+    apply(zk, client_id, jobfile)
+    members = [
+        Daemon(
+            DaemonConfig(
+                zk=ZkSettings(hosts=zk, session_timeout=SESSION_TIMEOUT),
+                client_id=client_id,
+                member_id=f"skewed-{i}",
+                clock_offset=offset,
+            )
+        )
+        for i, offset in enumerate([0.0, 3.0, -2.5])
+    ]
+    for member in members:
+        member.start()
+    log = FireLog(out)
+    try:
+        time.sleep(4)
+        # ownership moves while clocks disagree: the claim must still hold
+        members[0].stop()
+        time.sleep(4)
+        members[0] = Daemon(
+            DaemonConfig(
+                zk=ZkSettings(hosts=zk, session_timeout=SESSION_TIMEOUT),
+                client_id=client_id,
+                member_id="skewed-0b",
+                clock_offset=1.5,
+            )
+        )
+        members[0].start()
+        time.sleep(4)
+    finally:
+        for member in members:
+            member.stop()
+    assert len(log.keys()) > 30
+    assert log.duplicates() == {}
+
+
+def test_partitioned_member_runs_nothing_and_its_jobs_are_caught_up(
+    daemons: Start,
+    zk: str,
+    client_id: str,
+    tmp_path: Path,
+    proxy_to: Callable[..., FaultProxy],
+) -> None:
+    out = tmp_path / "fires.log"
+    jobfile = tmp_path / "jobs.toml"
+    jobfile.write_text(
+        "".join(
+            recording_job(f"p-{i:02d}", out, catchup="all", catchup_window="1m") for i in range(9)
+        )
+    )
+    proxy = proxy_to()
+    cut = daemons(zk_hosts=proxy.address)
+    others = [daemons(), daemons()]
+    group = [cut, *others]
+    wait_until(lambda: all_agree(group), 20, what="cluster formed")
+    apply(zk, client_id, jobfile)
+    log = FireLog(out)
+    log.wait_for(lambda: cut.member_id in {p[1] for p in log.lines()}, 20)
+    start = datetime.now(UTC) + timedelta(seconds=1)
+
+    proxy.set_mode(BLACKHOLE)
+    cut_at = time.time()
+    wait_until(lambda: cut.events("session-lost"), SESSION_TIMEOUT + 3, what="cut member gives up")
+    gave_up = cut.events("session-lost")[0]["ts"]
+    assert gave_up - cut_at < SESSION_TIMEOUT
+    time.sleep(SESSION_TIMEOUT + 3)
+    proxy.set_mode(PASS)
+    healed_at = time.time()
+    wait_until(lambda: all_agree(group), 20, what="cut member rejoined")
+    time.sleep(3)
+    end = datetime.now(UTC) - timedelta(seconds=2)
+
+    # Nothing started by the cut member between giving up and healing.
+    for key, member, _token, started in log.lines():
+        if member == cut.member_id:
+            assert not (gave_up < float(started) < healed_at), f"{key} ran while cut off"
+    assert log.duplicates() == {}
+    by_job = log.by_job()
+    for job, ran in by_job.items():
+        missing = [t for t in every_second(start, end) if t not in set(ran)]
+        assert not missing, f"{job} lost {len(missing)} instants"
+
+
+def test_job_commands_apply_pause_resume_trigger_delete(
+    daemons: Start, zk: str, client_id: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "fires.log"
+    group = [daemons(), daemons()]
+    wait_until(lambda: all_agree(group), 20, what="cluster formed")
+    jobfile = tmp_path / "jobs.toml"
+    # every 2 seconds so that the first instant after apply is predictable
+    jobfile.write_text(recording_job("late-comer", out, schedule="*/2 * * * * *"))
+    applied_at = datetime.now(UTC)
+    assert "created   late-comer" in apply(zk, client_id, jobfile)
+    log = FireLog(out)
+    log.wait_for(lambda: log.keys(), 10)
+    first = parse_fire_key(log.keys()[0])[1]
+    assert first - applied_at < timedelta(seconds=3.5), "did not fire at its first instant"
+
+    listed = json.loads(run_cli(zk, client_id, "jobs", "list", "--json").stdout)
+    assert listed[0]["name"] == "late-comer" and listed[0]["owner"] in {d.member_id for d in group}
+    assert listed[0]["last_result"] in ("ok", "running")
+
+    assert run_cli(zk, client_id, "jobs", "pause", "late-comer").returncode == 0
+    time.sleep(1.0)
+    count = len(log.keys())
+    time.sleep(4.5)
+    assert len(log.keys()) == count, "a paused job fired"
+
+    assert run_cli(zk, client_id, "jobs", "resume", "late-comer").returncode == 0
+    log.wait_for(lambda: len(log.keys()) > count, 5)
+
+    jobfile.write_text(recording_job("manual", out, schedule="0 0 1 1 *"))
+    apply(zk, client_id, jobfile)  # without --prune, late-comer stays
+    result = run_cli(zk, client_id, "jobs", "trigger", "manual")
+    assert result.returncode == 0, result.stderr
+    log.wait_for(lambda: any(k.startswith("manual@") for k in log), 10)
+    time.sleep(1.5)
+    manual = [p for p in log.lines() if p[0].startswith("manual@")]
+    assert len(manual) == 1
+    owners = json.loads(run_cli(zk, client_id, "owners", "--json", "manual").stdout)
+    assert manual[0][1] == owners[0]["owner"], "trigger ran elsewhere than on the owner"
+
+    assert run_cli(zk, client_id, "jobs", "delete", "late-comer").returncode == 0
+    time.sleep(1.0)
+    count = len([k for k in log if k.startswith("late-comer@")])
+    time.sleep(3)
+    assert len([k for k in log if k.startswith("late-comer@")]) == count
+    assert "late-comer" not in run_cli(zk, client_id, "jobs", "list").stdout
+
+
+def test_overlap_skip_and_timeout(
+    daemons: Start, zk: str, client_id: str, tmp_path: Path, kazoo: KazooClient
+) -> None:
+    marker = tmp_path / "grandchild.pid"
+    jobfile = tmp_path / "jobs.toml"
+    jobfile.write_text(
+        "[jobs.slow]\n"
+        'schedule = "* * * * * *"\n'
+        "command = ['sleep', '2.5']\n"
+        'overlap = "skip"\n'
+        "[jobs.hang]\n"
+        'schedule = "*/3 * * * * *"\n'
+        f"command = ['sh', '-c', 'sleep 300 & echo $! > {marker}; wait']\n"
+        'timeout = "1s"\n'
+    )
+    daemon = daemons()
+    wait_until(lambda: daemon.last_members(), 20, what="joined")
+    apply(zk, client_id, jobfile)
+    wait_until(
+        lambda: [e for e in daemon.events("skip") if e["reason"] == "still-running"],
+        10,
+        what="a still-running skip",
+    )
+    wait_until(
+        lambda: [
+            e for e in daemon.events("fire") if e["job"] == "hang" and e["status"] == "timeout"
+        ],
+        15,
+        what="the hanging job timed out",
+    )
+    grandchild = int(marker.read_text())
+    wait_until(lambda: not Path(f"/proc/{grandchild}").exists(), 10, what="grandchild killed")
+
+    history = json.loads(run_cli(zk, client_id, "jobs", "history", "slow", "--json").stdout)
+    states = {r["state"] for r in history}
+    assert "skipped" in states and "ok" in states
+    assert any(r.get("skip_reason") == "still-running" for r in history)
+    hang = json.loads(run_cli(zk, client_id, "jobs", "history", "hang", "--json").stdout)
+    assert any(r["state"] == "timeout" for r in hang)
+
+
+def test_bad_input_changes_nothing_and_corrupt_record_disables_one_job(
+    daemons: Start, zk: str, client_id: str, tmp_path: Path, kazoo: KazooClient
+) -> None:
+    out = tmp_path / "fires.log"
+    good = tmp_path / "good.toml"
+    good.write_text(recording_job("good-a", out) + recording_job("good-b", out))
+    apply(zk, client_id, good)
+    before = run_cli(zk, client_id, "jobs", "list", "--json").stdout
+
+    bad_files = {
+        "bad cron": '[jobs.x]\nschedule = "61 * * * *"\ncommand = ["true"]\n',
+        "unknown zone": '[jobs.x]\nschedule = "* * * * *"\ncommand = ["true"]\n'
+        'timezone = "Mars/Olympus"\n',
+        "bad duration": '[jobs.x]\nschedule = "* * * * *"\ncommand = ["true"]\n'
+        'timeout = "5 weeks"\n',
+        "bad policy": '[jobs.x]\nschedule = "* * * * *"\ncommand = ["true"]\noverlap = "maybe"\n',
+        "bad name": '[jobs."../etc"]\nschedule = "* * * * *"\ncommand = ["true"]\n',
+        "unknown key": '[jobs.x]\nschedule = "* * * * *"\ncommand = ["true"]\nretries = 3\n',
+        "missing command": '[jobs.x]\nschedule = "* * * * *"\n',
+        "toml syntax": '[jobs.x]\nschedule = "* * * * *\n',
+    }
+    for what, text in bad_files.items():
+        path = tmp_path / "bad.toml"
+        path.write_text(recording_job("good-a", out) + text)
+        checked = run_cli(zk, client_id, "check", str(path))
+        applied = run_cli(zk, client_id, "jobs", "apply", str(path), "--prune")
+        assert checked.returncode == 2, what
+        assert applied.returncode == 2, (what, applied.stderr)
+        assert "Traceback" not in applied.stderr
+        assert run_cli(zk, client_id, "jobs", "list", "--json").stdout == before, what
+
+    # A record written by hand that does not parse: only that job stops.
+    daemon = daemons()
+    wait_until(lambda: daemon.last_members(), 20, what="joined")
+    log = FireLog(out)
+    log.wait_for(lambda: {"good-a", "good-b"} <= set(log.by_job()), 10)
+    paths = ClusterPaths(client_id)
+    root = json.loads(kazoo.get(paths.jobs)[0])
+    for blob in {b for b in root["buckets"] if b}:
+        data = json.loads(kazoo.get(paths.blob(blob))[0])
+        if "good-b" in data["jobs"]:
+            data["jobs"]["good-b"]["spec"]["schedule"] = "not a cron"
+            content = json.dumps(data).encode()
+            kazoo.create(paths.blob("handmade"), content)
+            root["buckets"] = ["handmade" if b == blob else b for b in root["buckets"]]
+    kazoo.set(paths.jobs, json.dumps(root).encode())
+    wait_until(
+        lambda: [e for e in daemon.events("job-invalid") if e["job"] == "good-b"],
+        5,
+        what="the corrupt job reported",
+    )
+    time.sleep(1.5)
+    count_a = len(log.by_job()["good-a"])
+    count_b = len(log.by_job()["good-b"])
+    time.sleep(3)
+    assert len(log.by_job()["good-a"]) >= count_a + 2, "the healthy job stopped"
+    assert len(log.by_job()["good-b"]) <= count_b + 1, "the corrupt job kept firing"
+    listed = {
+        r["name"]: r for r in json.loads(run_cli(zk, client_id, "jobs", "list", "--json").stdout)
+    }
+    assert listed["good-b"]["error"] and not listed["good-a"]["error"]
+
+    # Fencing tokens grow with every fire of a job.
+    tokens = [token for _, token in log.tokens("good-a")]
+    assert tokens == sorted(tokens) and len(set(tokens)) == len(tokens)
+
+
+@pytest.mark.parametrize("policy,expect", [("all", 4), ("latest", 1), ("none", 0)])
+def test_catchup_policies_after_an_outage(
+    zk: str, client_id: str, tmp_path: Path, policy: str, expect: int
+) -> None:
+    from zksched.runtime.daemon import Daemon, DaemonConfig
+    from zksched.zk.connection import ZkSettings
+
+    out = tmp_path / "fires.log"
+    jobfile = tmp_path / "jobs.toml"
+    jobfile.write_text(
+        recording_job("cu", out, schedule="*/2 * * * * *", catchup=policy, catchup_window="1m")
+    )
+    apply(zk, client_id, jobfile)
+    settings = ZkSettings(hosts=zk, session_timeout=SESSION_TIMEOUT)
+    first = Daemon(DaemonConfig(zk=settings, client_id=client_id, member_id="first"))
+    first.start()
+    log = FireLog(out)
+    log.wait_for(lambda: log.keys(), 10)
+    # Stop half-way between two instants (they fall on even seconds), so that exactly four
+    # pass during the 8 s outage and none falls near its ends.
+    time.sleep((3.5 - time.time() % 2.0) % 2.0)
+    first.stop()
+    stopped = datetime.now(UTC)
+    time.sleep(8.0 - (datetime.now(UTC) - stopped).total_seconds())
+    second = Daemon(DaemonConfig(zk=settings, client_id=client_id, member_id="second"))
+    restarted = datetime.now(UTC)
+    second.start()
+    time.sleep(1.2)
+    second.stop()
+    caught = [
+        p
+        for p in log.lines()
+        if p[1] == "second" and stopped < parse_fire_key(p[0])[1] <= restarted
+    ]
+    assert len(caught) == expect, [p[0] for p in caught]
+    assert log.duplicates() == {}

@@ -1,0 +1,401 @@
+"""`zksched jobs …`: the cluster's job table."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
+
+from zksched.cli.context import CliContext
+from zksched.cli.errors import EXIT_INVALID, CliFailure, invalid
+from zksched.cli.main import cli
+from zksched.cli.output import echo_json, echo_table
+from zksched.core.fires import FireRecord
+from zksched.core.jobspec import JobSpecError, load_job_file
+from zksched.core.jobtable import JobEntry, StoredJob, parse_stored, plan_apply
+from zksched.core.names import name_problem
+from zksched.core.owners import OwnerTable
+from zksched.zk.claims import FireClaims
+from zksched.zk.connection import wait
+from zksched.zk.jobstore import ConcurrentChange, CorruptTable, JobStore, now_utc
+from zksched.zk.membership import MemberReader, MemberSnapshot
+from zksched.zk.paths import ClusterPaths
+from zksched.zk.triggers import Triggers
+
+
+@cli.group()
+def jobs() -> None:
+    """The cluster's job table: apply a file, list, show, pause, resume, delete, trigger."""
+
+
+@dataclass
+class Cluster:
+    """What the reading commands need, read once."""
+
+    client: KazooClient
+    store: JobStore
+    claims: FireClaims
+    entries: dict[str, JobEntry]
+    members: MemberSnapshot
+    paths: ClusterPaths
+    timeout: float
+
+    @property
+    def table(self) -> OwnerTable:
+        return OwnerTable(self.members.members)
+
+    @property
+    def live_sessions(self) -> set[int]:
+        return set(self.members.owners.values())
+
+    def owner(self, entry: JobEntry) -> str | None:
+        if entry.spec is None:
+            return None
+        return self.table.owner(entry.name, entry.spec.labels)
+
+
+@contextmanager
+def zk_errors() -> Iterator[None]:
+    try:
+        yield
+    except CorruptTable as exc:
+        raise CliFailure(str(exc)) from None
+    except ConcurrentChange as exc:
+        raise CliFailure(f"{exc}; try again") from None
+    except (KazooException, KazooTimeoutError) as exc:
+        raise CliFailure(f"ZooKeeper request failed: {type(exc).__name__}") from None
+
+
+@contextmanager
+def cluster(ctx: CliContext) -> Iterator[Cluster]:
+    with ctx.client() as client, zk_errors():
+        store = JobStore(client, ctx.paths, ctx.connect_timeout)
+        _, stored = store.read_table()
+        try:
+            members = MemberReader(client, ctx.paths, ctx.connect_timeout).read()
+        except NoNodeError:
+            members = MemberSnapshot(())
+        entries = {name: parse_stored(job) for name, job in sorted(stored.items())}
+        yield Cluster(
+            client,
+            store,
+            FireClaims(client, ctx.paths, ctx.connect_timeout),
+            entries,
+            members,
+            ctx.paths,
+            ctx.connect_timeout,
+        )
+
+
+def _check_name(name: str) -> None:
+    problem = name_problem(name, "job name")
+    if problem:
+        raise invalid(problem)
+
+
+def _entry(c: Cluster, name: str) -> JobEntry:
+    _check_name(name)
+    entry = c.entries.get(name)
+    if entry is None:
+        raise CliFailure(f"no job named {name!r} in cluster", EXIT_INVALID)
+    return entry
+
+
+# -- apply ---------------------------------------------------------------------------------
+
+
+@jobs.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--prune", is_flag=True, help="Delete cluster jobs that the file does not name.")
+@click.option("--dry-run", is_flag=True, help="Show what would change; change nothing.")
+@click.option("--json", "as_json", is_flag=True, help="JSON output.")
+@click.pass_obj
+def apply(ctx: CliContext, file: str, prune: bool, dry_run: bool, as_json: bool) -> None:
+    """Make the cluster's job table match FILE, atomically (all or nothing)."""
+    try:
+        desired = load_job_file(file)
+    except JobSpecError as exc:
+        for problem in exc.problems:
+            click.echo(str(problem), err=True)
+        raise CliFailure(
+            f"{file}: {len(exc.problems)} problem(s); nothing was changed", EXIT_INVALID
+        ) from None
+    with ctx.client() as client, zk_errors():
+        store = JobStore(client, ctx.paths, ctx.connect_timeout)
+        for _attempt in range(10):
+            root, current = store.read_table()
+            plan = plan_apply(current, desired, prune, now_utc())
+            if dry_run or not plan.changes:
+                break
+            try:
+                store.commit(root, plan.table)
+                break
+            except ConcurrentChange:
+                continue
+        else:
+            raise CliFailure("the job table kept changing under us; nothing was changed")
+        if not dry_run:
+            claims = FireClaims(client, ctx.paths, ctx.connect_timeout)
+            for name in plan.deleted:
+                claims.delete_job(name)
+    result = plan.to_dict()
+    if as_json:
+        echo_json({**result, "dry_run": dry_run})
+        return
+    for verb in ("created", "updated", "unchanged", "deleted"):
+        for name in result[verb]:
+            click.echo(f"{'would be ' if dry_run and verb != 'unchanged' else ''}{verb:<9} {name}")
+    for name in plan.kept:
+        click.echo(f"kept      {name} (not in the file; --prune deletes it)")
+    summary = ", ".join(
+        f"{len(result[v])} {v}" for v in ("created", "updated", "unchanged", "deleted")
+    )
+    click.echo(("dry run: " if dry_run else "") + summary)
+
+
+# -- reading -------------------------------------------------------------------------------
+
+
+def _next_fire(entry: JobEntry) -> str | None:
+    if entry.spec is None or entry.spec.paused:
+        return None
+    try:
+        instant = entry.spec.schedule_obj.next_fire(datetime.now(UTC))
+    except Exception:
+        return None
+    return instant.isoformat()
+
+
+def _last_records(c: Cluster, names: list[str]) -> dict[str, FireRecord | None]:
+    """Newest record of each job: one pipelined listing, then one read, per job."""
+    listings = {n: c.client.get_children_async(c.paths.job_fires(n)) for n in names}
+    newest: dict[str, str] = {}
+    for name, result in listings.items():
+        try:
+            children = wait(result, c.timeout)
+        except NoNodeError:
+            continue
+        if children:
+            newest[name] = max(children)
+    reads = {n: c.client.get_async(c.paths.fire(n, i)) for n, i in newest.items()}
+    out: dict[str, FireRecord | None] = {}
+    for name, result in reads.items():
+        try:
+            raw, _ = wait(result, c.timeout)
+            out[name] = FireRecord.from_json(raw)
+        except NoNodeError:
+            continue
+        except (ValueError, TypeError, UnicodeDecodeError):
+            out[name] = None
+    return out
+
+
+def job_row(c: Cluster, entry: JobEntry, last: FireRecord | None) -> dict[str, Any]:
+    spec = entry.spec
+    row: dict[str, Any] = {
+        "name": entry.name,
+        "schedule": spec.schedule if spec else None,
+        "timezone": spec.timezone if spec else None,
+        "paused": spec.paused if spec else None,
+        "owner": c.owner(entry),
+        "next_fire": _next_fire(entry),
+        "last_result": last.shown_state(c.live_sessions) if last else None,
+        "last_scheduled": last.scheduled if last else None,
+        "updated_at": entry.updated_at,
+        "error": entry.error,
+    }
+    return row
+
+
+@jobs.command("list")
+@click.option("--json", "as_json", is_flag=True, help="JSON output.")
+@click.pass_obj
+def list_jobs(ctx: CliContext, as_json: bool) -> None:
+    """Every job: schedule, time zone, paused, owner, next fire, last result."""
+    with cluster(ctx) as c:
+        last = _last_records(c, list(c.entries))
+        rows = [job_row(c, e, last.get(n)) for n, e in c.entries.items()]
+    if as_json:
+        echo_json(rows)
+        return
+    if not rows:
+        click.echo(f"no jobs in cluster {ctx.client_id}")
+        return
+    echo_table(
+        ["NAME", "SCHEDULE", "TZ", "PAUSED", "OWNER", "NEXT", "LAST"],
+        [
+            [
+                r["name"],
+                r["schedule"] or "-",
+                r["timezone"],
+                r["paused"],
+                r["owner"],
+                r["next_fire"],
+                f"INVALID: {r['error']}"
+                if r["error"]
+                else (f"{r['last_result']} {r['last_scheduled']}" if r["last_result"] else None),
+            ]
+            for r in rows
+        ],
+    )
+
+
+@jobs.command()
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="JSON output.")
+@click.pass_obj
+def show(ctx: CliContext, name: str, as_json: bool) -> None:
+    """One job: its definition, owner, next fires and last result."""
+    with cluster(ctx) as c:
+        entry = _entry(c, name)
+        last = _last_records(c, [name]).get(name)
+        row = job_row(c, entry, last)
+        if entry.spec is not None:
+            record = entry.spec.to_record()
+            record.pop("format", None)
+            record["env"] = {k: "***" for k in record.get("env", {})}  # values may be secrets
+            row.update({k: v for k, v in record.items() if k not in row})
+            try:
+                upcoming, after = [], datetime.now(UTC)
+                for _ in range(3):
+                    after = entry.spec.schedule_obj.next_fire(after)
+                    upcoming.append(after.isoformat())
+                row["next_fires"] = upcoming
+            except Exception:
+                row["next_fires"] = []
+    if as_json:
+        echo_json(row)
+        return
+    for key in sorted(row):
+        value = row[key]
+        click.echo(f"{key + ':':<16} {value if value is not None else '-'}")
+
+
+@jobs.command()
+@click.argument("name")
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="JSON output.")
+@click.pass_obj
+def history(ctx: CliContext, name: str, limit: int, as_json: bool) -> None:
+    """A job's fire records, newest first."""
+    with cluster(ctx) as c:
+        _check_name(name)
+        instants = c.claims.instants(name)[-limit:]
+        records = c.claims.read_many(name, instants)
+        live = c.live_sessions
+    rows = []
+    for instant in reversed(instants):
+        record = records.get(instant)
+        if record is None:
+            rows.append({"scheduled": instant, "state": "unreadable"})
+            continue
+        data = {k: v for k, v in record.__dict__.items() if k not in ("extra", "nonce")}
+        data["state"] = record.shown_state(live)
+        data["fire_key"] = record.fire_key
+        rows.append(data)
+    if as_json:
+        echo_json(rows)
+        return
+    if not rows:
+        click.echo(f"no fire records for {name}")
+        return
+    echo_table(
+        ["SCHEDULED", "STATE", "KIND", "MEMBER", "EXIT", "STARTED", "FINISHED", "TOKEN"],
+        [
+            [
+                r.get("scheduled"),
+                r.get("state") if not r.get("skip_reason") else f"skipped ({r['skip_reason']})",
+                r.get("kind"),
+                r.get("member_id"),
+                r.get("exit_code"),
+                r.get("started_at"),
+                r.get("finished_at"),
+                r.get("fencing_token"),
+            ]
+            for r in rows
+        ],
+    )
+
+
+# -- changing one job ------------------------------------------------------------------------
+
+
+def _change_one(ctx: CliContext, name: str, verb: str) -> None:
+    _check_name(name)
+    outcome: dict[str, str] = {}
+
+    def change(table: dict[str, StoredJob]) -> dict[str, StoredJob]:
+        stored = table.get(name)
+        if stored is None:
+            raise CliFailure(f"no job named {name!r} in cluster", EXIT_INVALID)
+        if verb == "delete":
+            del table[name]
+            return table
+        if not isinstance(stored.record, dict):
+            raise CliFailure(f"job {name!r} has a malformed record; fix it with `jobs apply`")
+        paused = verb == "pause"
+        if bool(stored.record.get("paused", False)) == paused:
+            outcome["noop"] = f"{name} is already {'paused' if paused else 'running'}"
+            return table
+        table[name] = StoredJob(name, {**stored.record, "paused": paused}, now_utc())
+        return table
+
+    with ctx.client() as client, zk_errors():
+        store = JobStore(client, ctx.paths, ctx.connect_timeout)
+        store.update(change)
+        if verb == "delete":
+            FireClaims(client, ctx.paths, ctx.connect_timeout).delete_job(name)
+    done = {"pause": "paused", "resume": "resumed", "delete": "deleted"}[verb]
+    click.echo(outcome.get("noop") or f"{name} {done}")
+
+
+@jobs.command()
+@click.argument("name")
+@click.pass_obj
+def pause(ctx: CliContext, name: str) -> None:
+    """Stop firing NAME cluster-wide (its instants are skipped as `paused`)."""
+    _change_one(ctx, name, "pause")
+
+
+@jobs.command()
+@click.argument("name")
+@click.pass_obj
+def resume(ctx: CliContext, name: str) -> None:
+    """Fire NAME again from its next instant (paused instants are not caught up)."""
+    _change_one(ctx, name, "resume")
+
+
+@jobs.command()
+@click.argument("name")
+@click.pass_obj
+def delete(ctx: CliContext, name: str) -> None:
+    """Delete NAME and its fire history."""
+    _change_one(ctx, name, "delete")
+
+
+@jobs.command()
+@click.argument("name")
+@click.pass_obj
+def trigger(ctx: CliContext, name: str) -> None:
+    """Run NAME once now, on its owner."""
+    with cluster(ctx) as c:
+        entry = _entry(c, name)
+        if entry.spec is None:
+            raise CliFailure(f"job {name!r} is disabled: {entry.error}", EXIT_INVALID)
+        owner = c.owner(entry)
+        Triggers(c.client, ctx.paths, ctx.connect_timeout).request(
+            name, f"{socket.gethostname()}-{os.getpid()}"
+        )
+    if owner is None:
+        click.echo(f"triggered {name}; no eligible member is live, it runs when one joins")
+    else:
+        click.echo(f"triggered {name}; its owner {owner} runs it now")

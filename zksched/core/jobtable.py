@@ -1,0 +1,111 @@
+"""The cluster's job table as data: stored entries, parsing them, and planning an apply.
+
+Pure: no ZooKeeper. The ZooKeeper layer stores a table as buckets of these entries
+(see zksched/zk/jobstore.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from zksched.core.jobspec import JobSpec, JobSpecError
+from zksched.core.names import name_problem
+
+
+@dataclass(frozen=True)
+class StoredJob:
+    """One job as stored: its record (raw, possibly malformed) and when it last changed."""
+
+    name: str
+    record: Any
+    updated_at: str  # UTC "…Z": the catch-up of a changed or resumed job starts here
+
+    def to_data(self) -> dict[str, Any]:
+        return {"spec": self.record, "updated_at": self.updated_at}
+
+
+@dataclass(frozen=True)
+class JobEntry:
+    """A stored job, parsed: exactly one of `spec` and `error` is set."""
+
+    name: str
+    spec: JobSpec | None
+    error: str | None
+    updated_at: str
+
+    @property
+    def runnable(self) -> bool:
+        return self.spec is not None
+
+
+def parse_stored(stored: StoredJob) -> JobEntry:
+    """Validate a stored record like a job file would be; a bad one disables only its job."""
+    problem = name_problem(stored.name, "job name")
+    if problem:
+        return JobEntry(stored.name, None, problem, stored.updated_at)
+    try:
+        spec = JobSpec.from_record(stored.record)
+    except JobSpecError as exc:
+        text = "; ".join(str(p.message) for p in exc.problems) or str(exc)
+        return JobEntry(stored.name, None, f"invalid job record: {text}", stored.updated_at)
+    except Exception as exc:  # a hostile record must never take the daemon down
+        return JobEntry(stored.name, None, f"invalid job record: {exc!r}", stored.updated_at)
+    if spec.name != stored.name:
+        return JobEntry(
+            stored.name,
+            None,
+            f"record names job {spec.name!r}, stored as {stored.name!r}",
+            stored.updated_at,
+        )
+    return JobEntry(stored.name, spec, None, stored.updated_at)
+
+
+@dataclass
+class ApplyPlan:
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)  # in the cluster, not in the file, no --prune
+    table: dict[str, StoredJob] = field(default_factory=dict)  # the table after the apply
+
+    @property
+    def changes(self) -> bool:
+        return bool(self.created or self.updated or self.deleted)
+
+    def to_dict(self) -> dict[str, list[str]]:
+        return {
+            "created": self.created,
+            "updated": self.updated,
+            "unchanged": self.unchanged,
+            "deleted": self.deleted,
+            "kept": self.kept,
+        }
+
+
+def plan_apply(
+    current: Mapping[str, StoredJob], desired: Mapping[str, JobSpec], prune: bool, now: str
+) -> ApplyPlan:
+    """What `jobs apply` changes to make `current` match `desired`."""
+    plan = ApplyPlan()
+    for name in sorted(desired):
+        record = desired[name].to_record()
+        old = current.get(name)
+        if old is None:
+            plan.created.append(name)
+            plan.table[name] = StoredJob(name, record, now)
+        elif old.record == record:
+            plan.unchanged.append(name)
+            plan.table[name] = old
+        else:
+            plan.updated.append(name)
+            plan.table[name] = StoredJob(name, record, now)
+    for name in sorted(set(current) - set(desired)):
+        if prune:
+            plan.deleted.append(name)
+        else:
+            plan.kept.append(name)
+            plan.table[name] = current[name]
+    return plan

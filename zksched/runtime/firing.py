@@ -1,0 +1,399 @@
+"""One fire, from a due instant to a recorded result.
+
+    due -> connected? -> owner? -> paused? -> [lock, if overlap = skip] -> claim -> run -> record
+
+The claim (a create keyed by job and UTC instant) is the gate: whoever creates it runs the
+instant, everyone else skips with `already-claimed`. The lock keeps two instants of one job
+from overlapping. When the session may be gone (SUSPENDED past the margin, or LOST) or our
+lock node vanishes mid-run, a running command is terminated or left alone by the
+`on_session_loss` setting: `terminate` by default, because once the session can have
+expired another member may already run the job's next instant.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Literal
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
+from kazoo.handlers.threading import KazooTimeoutError
+
+from zksched.core.firekey import fire_key, format_utc
+from zksched.core.fires import FireRecord
+from zksched.core.jobspec import JobSpec
+from zksched.runtime.clock import Clock
+from zksched.runtime.cluster import ClusterMembership
+from zksched.runtime.runner import CommandRunner, RunningCommand, RunRequest
+from zksched.runtime.skips import SkipLog
+from zksched.zk.claims import AlreadyClaimed, Claimed, FireClaims
+from zksched.zk.locks import HeldLocks, JobLock
+from zksched.zk.paths import ClusterPaths
+
+log = logging.getLogger("zksched.fire")
+
+FireKind = Literal["scheduled", "catchup", "trigger"]
+PRUNE_SLACK = 5  # prune history in batches: one transaction per few fires, not one per fire
+
+
+@dataclass(frozen=True)
+class FireSettings:
+    client_id: str
+    member_id: str
+    on_session_loss: Literal["terminate", "continue"] = "terminate"
+    call_timeout: float = 3.0
+
+
+@dataclass
+class _Running:
+    command: RunningCommand
+    lock: JobLock | None
+    fire_key: str
+
+
+@dataclass
+class FireStats:
+    """Counters for tests, benchmarks and metrics."""
+
+    fired: int = 0
+    results: dict[str, int] = field(default_factory=dict)
+
+
+class FirePath:
+    def __init__(
+        self,
+        client: KazooClient,
+        paths: ClusterPaths,
+        membership: ClusterMembership,
+        runner: CommandRunner,
+        skips: SkipLog,
+        settings: FireSettings,
+        clock: Clock | None = None,
+    ) -> None:
+        self._client = client
+        self._paths = paths
+        self._membership = membership
+        self._runner = runner
+        self._skips = skips
+        self._settings = settings
+        self._clock = clock or Clock()
+        self._claims = FireClaims(client, paths, settings.call_timeout)
+        self._running: dict[str, _Running] = {}
+        self._running_lock = threading.Lock()
+        self._history: dict[str, list[str]] = {}  # job -> known record instants, oldest first
+        self._history_lock = threading.Lock()
+        self._unwritten: list[tuple[Claimed, FireRecord]] = []
+        self._held_locks = HeldLocks()
+        self.stats = FireStats()
+        self.observers: list[Callable[[Mapping[str, object]], None]] = []
+        membership.add_session_loss_listener(self._on_session_lost)
+
+    @property
+    def claims(self) -> FireClaims:
+        return self._claims
+
+    def running_jobs(self) -> list[str]:
+        with self._running_lock:
+            return sorted({r.fire_key.split("@", 1)[0] for r in self._running.values()})
+
+    def remember_history(self, job: str, instants: list[str]) -> None:
+        with self._history_lock:
+            self._history[job] = sorted(instants)
+
+    # -- the fire --------------------------------------------------------------------------
+
+    def fire(
+        self,
+        spec: JobSpec,
+        instant: datetime,
+        kind: FireKind = "scheduled",
+        due_at: float | None = None,
+    ) -> str:
+        """Run one fire; returns its outcome (a result state or `skip:<reason>`)."""
+        key = fire_key(spec.name, instant)
+        scheduled = format_utc(instant)
+        view = self._membership.view
+        if not view.connected or view.session_id is None:
+            return self._skip(spec.name, "not-connected", key)
+        if kind != "trigger" and not view.owns(spec.name, spec.labels):
+            log.debug("%s: no longer the owner; leaving it to the new one", key)
+            return "moved"
+        if spec.paused and kind != "trigger":
+            return self._skip(spec.name, "paused", key)
+        t_due = due_at if due_at is not None else instant.timestamp()
+
+        lock: JobLock | None = None
+        if spec.overlap == "skip":
+            lock = JobLock(
+                self._client,
+                self._paths,
+                spec.name,
+                self._settings.member_id,
+                view.session_id,
+                self._settings.call_timeout,
+                self._held_locks,
+            )
+            try:
+                got = lock.try_acquire()
+            except (KazooException, KazooTimeoutError) as exc:
+                return self._skip(spec.name, "claim-error", f"{key}: lock: {type(exc).__name__}")
+            if not got:
+                self._record_skip(spec, scheduled, kind, view.session_id, "still-running")
+                return self._skip(spec.name, "still-running", f"{key}: held by {lock.holder()}")
+
+        record = FireRecord(
+            job=spec.name,
+            scheduled=scheduled,
+            member_id=self._settings.member_id,
+            session=view.session_id,
+            nonce=uuid.uuid4().hex[:16],
+            state="running",
+            claimed_at=self._clock.iso(),
+            kind=kind,
+        )
+        outcome = self._claim(record, spec.labels)
+        t_claimed = self._clock.now()
+        if not isinstance(outcome, Claimed):
+            if lock is not None:
+                lock.release()
+            if outcome is None:
+                return self._skip(spec.name, "claim-error", key)
+            holder = outcome.record.member_id if outcome.record else "unreadable record"
+            return self._skip(spec.name, "already-claimed", f"{key} by {holder}")
+        self._note_history(spec.name, scheduled)
+        return self._run(spec, outcome, lock, key, t_due, t_claimed)
+
+    def _claim(
+        self, record: FireRecord, labels: Mapping[str, str]
+    ) -> Claimed | AlreadyClaimed | None:
+        """Claim, or find out what became of a claim whose reply was lost. None: unknown."""
+        try:
+            return self._claims.claim(record)
+        except (KazooException, KazooTimeoutError) as exc:
+            log.warning(
+                "claim of %s@%s failed (%s); finding out whether it landed",
+                record.job,
+                record.scheduled,
+                type(exc).__name__,
+            )
+        deadline = time.monotonic() + self._membership.loss_margin
+        while time.monotonic() < deadline:
+            if self._client.connected:
+                try:
+                    found = self._claims.resolve(record)
+                except (KazooException, KazooTimeoutError):
+                    time.sleep(0.1)
+                    continue
+                if found is not None:
+                    return found
+                if record.kind != "trigger" and not self._membership.view.owns(record.job, labels):
+                    return None
+                try:  # certainly not created: try once more
+                    return self._claims.claim(record)
+                except (KazooException, KazooTimeoutError):
+                    pass
+            time.sleep(0.1)
+        return None
+
+    def _run(
+        self,
+        spec: JobSpec,
+        claimed: Claimed,
+        lock: JobLock | None,
+        key: str,
+        t_due: float,
+        t_claimed: float,
+    ) -> str:
+        env = dict(spec.env)
+        env.update(
+            ZKSCHED_JOB=spec.name,
+            ZKSCHED_SCHEDULED=claimed.record.scheduled,
+            ZKSCHED_FIRE_KEY=key,
+            ZKSCHED_MEMBER_ID=self._settings.member_id,
+            ZKSCHED_CLIENT_ID=self._settings.client_id,
+            ZKSCHED_FENCING_TOKEN=str(claimed.fencing_token),
+        )
+        command = self._runner.start(
+            RunRequest(
+                job=spec.name,
+                fire_key=key,
+                argv=tuple(spec.command),
+                env=env,
+                cwd=spec.workdir,
+                timeout=spec.timeout,
+            )
+        )
+        t_started = self._clock.now()
+        with self._running_lock:
+            self._running[key] = _Running(command, lock, key)
+        if lock is not None:
+            lock.on_lost(lambda: self._on_lock_lost(key))
+        try:
+            result = command.wait()
+        finally:
+            with self._running_lock:
+                self._running.pop(key, None)
+        final = replace(
+            claimed.record,
+            state=result.status,
+            started_at=_iso(result.started_at),
+            finished_at=_iso(result.finished_at),
+            exit_code=result.exit_code,
+            error=result.error,
+        )
+        self._write_result(claimed, final)
+        if lock is not None:
+            lock.release()
+        self._prune(spec)
+        self.stats.fired += 1
+        self.stats.results[result.status] = self.stats.results.get(result.status, 0) + 1
+        event = {
+            "event": "fire",
+            "job": spec.name,
+            "fire_key": key,
+            "kind": claimed.record.kind,
+            "status": result.status,
+            "exit_code": result.exit_code,
+            "fencing_token": claimed.fencing_token,
+            "scheduled_ts": t_due,
+            "claimed_ts": t_claimed,
+            "started_ts": t_started,
+            "finished_ts": result.finished_at,
+            "delay_ms": round((t_started - t_due) * 1000, 2),
+        }
+        log.info(
+            "%s %s (exit %s, started %.0f ms after due)",
+            key,
+            result.status,
+            result.exit_code,
+            (t_started - t_due) * 1000,
+            extra=event,
+        )
+        for observer in self.observers:
+            observer(event)
+        return result.status
+
+    # -- records ----------------------------------------------------------------------------
+
+    def _record_skip(
+        self, spec: JobSpec, scheduled: str, kind: FireKind, session: int, reason: str
+    ) -> None:
+        """A deliberate skip is recorded, so that catch-up does not run it later."""
+        record = FireRecord(
+            job=spec.name,
+            scheduled=scheduled,
+            member_id=self._settings.member_id,
+            session=session,
+            nonce=uuid.uuid4().hex[:16],
+            state="skipped",
+            claimed_at=self._clock.iso(),
+            kind=kind,
+            skip_reason=reason,
+        )
+        try:
+            if isinstance(self._claims.claim(record), Claimed):
+                self._note_history(spec.name, scheduled)
+        except (KazooException, KazooTimeoutError):
+            pass  # the skip is still counted and logged
+
+    def _write_result(self, claimed: Claimed, record: FireRecord) -> None:
+        try:
+            self._claims.complete(claimed, record)
+        except (KazooException, KazooTimeoutError) as exc:
+            log.warning(
+                "could not record the result of %s (%s); will retry",
+                record.fire_key,
+                type(exc).__name__,
+            )
+            with self._running_lock:
+                self._unwritten.append((claimed, record))
+
+    def flush_unwritten(self) -> None:
+        """Retry result writes that failed (called periodically while connected)."""
+        with self._running_lock:
+            pending, self._unwritten = self._unwritten, []
+        for claimed, record in pending:
+            self._write_result(claimed, record)
+
+    def _note_history(self, job: str, instant: str) -> None:
+        with self._history_lock:
+            known = self._history.get(job)
+            if known is not None and (not known or known[-1] < instant):
+                known.append(instant)
+            elif known is not None and instant not in known:
+                known.append(instant)
+                known.sort()
+
+    def _prune(self, spec: JobSpec) -> None:
+        """Keep `history` records; the newest is never pruned."""
+        with self._history_lock:
+            known = self._history.get(spec.name)
+        try:
+            if known is None:
+                known = self._claims.instants(spec.name)
+                self.remember_history(spec.name, known)
+            keep = max(1, spec.history)
+            if len(known) <= keep + PRUNE_SLACK:
+                return
+            victims = known[: len(known) - keep]
+            self._claims.prune(spec.name, victims)
+            with self._history_lock:
+                current = self._history.get(spec.name, [])
+                self._history[spec.name] = [i for i in current if i not in set(victims)]
+        except (KazooException, KazooTimeoutError) as exc:
+            log.debug("history pruning of %s postponed: %s", spec.name, exc)
+
+    # -- losing the session or the lock mid-run ----------------------------------------------
+
+    def _on_session_lost(self) -> None:
+        with self._running_lock:
+            running = list(self._running.values())
+        for item in running:
+            if item.lock is not None:
+                item.lock.held = False  # the node is gone with the session: never reuse it
+            self._apply_loss_policy(item, "the ZooKeeper session was lost")
+
+    def terminate_all(self, why: str) -> None:
+        with self._running_lock:
+            running = list(self._running.values())
+        for item in running:
+            item.command.terminate(why)
+
+    def _on_lock_lost(self, key: str) -> None:
+        with self._running_lock:
+            item = self._running.get(key)
+        if item is not None:
+            self._apply_loss_policy(item, "the job's lock vanished")
+
+    def _apply_loss_policy(self, item: _Running, why: str) -> None:
+        if self._settings.on_session_loss == "terminate":
+            log.warning(
+                "%s: %s; terminating the command (on_session_loss = terminate)",
+                item.fire_key,
+                why,
+                extra={"event": "terminate", "fire_key": item.fire_key},
+            )
+            item.command.terminate(why)
+        else:
+            log.warning(
+                "%s: %s; the command keeps running (on_session_loss = continue)",
+                item.fire_key,
+                why,
+                extra={"event": "continue", "fire_key": item.fire_key},
+            )
+
+    def _skip(self, job: str, reason: str, detail: str) -> str:
+        self._skips.skip(job, reason, detail)
+        return f"skip:{reason}"
+
+
+def _iso(epoch: float) -> str:
+    return (
+        time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(epoch)) + f".{int(epoch * 1000) % 1000:03d}Z"
+    )

@@ -1,0 +1,344 @@
+"""The fire timer: one heap of next instants for the jobs this member owns.
+
+Ownership is reconciled whenever the job table or the cluster view changes: jobs this member
+takes over are caught up (their missed instants, by policy) and scheduled; jobs it lost are
+dropped (stale heap entries are skipped by generation). All fires run on one bounded worker
+pool (`concurrency`), never a thread per fire.
+
+While a job's catch-up runs, its scheduled instants that come due wait behind it, so that a
+backlog is run oldest first and never collides with the job's own next instant.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import itertools
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import mmh3
+from kazoo.exceptions import KazooException
+from kazoo.handlers.threading import KazooTimeoutError
+
+from zksched.core.catchup import plan_catchup
+from zksched.core.firekey import fire_key, format_utc, parse_utc
+from zksched.core.jobspec import JobSpec
+from zksched.runtime.clock import Clock
+from zksched.runtime.cluster import ClusterView
+from zksched.runtime.firing import FireKind, FirePath
+from zksched.runtime.jobs import JobsSnapshot, Trigger
+from zksched.runtime.skips import SkipLog
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Owned:
+    spec: JobSpec
+    updated_at: str
+    generation: int
+
+
+def jitter_of(key: str, jitter: float) -> float:
+    """A deterministic delay in [0, jitter) per fire key: the same on every host."""
+    if jitter <= 0:
+        return 0.0
+    return jitter * (mmh3.hash(key.encode(), 7, False) / 2**32)
+
+
+class FireScheduler:
+    def __init__(
+        self,
+        fire_path: FirePath,
+        skips: SkipLog,
+        clock: Clock,
+        concurrency: int = 32,
+        take_trigger: Callable[[str], bool] | None = None,
+    ) -> None:
+        self._fire_path = fire_path
+        self._skips = skips
+        self._clock = clock
+        self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="zksched-fire")
+        self._take_trigger = take_trigger
+        self._cv = threading.Condition()
+        self._heap: list[tuple[float, int, str, int, datetime]] = []
+        self._seq = itertools.count()
+        self._generations = itertools.count(1)
+        self._owned: dict[str, _Owned] = {}
+        self._catching_up: dict[str, list[tuple[datetime, FireKind]]] = {}
+        self._last_active: dict[str, float] = {}  # job -> last moment we owned it, connected
+        self._jobs = JobsSnapshot(-1)
+        self._view: ClusterView | None = None
+        self._dirty = False
+        self._stopping = threading.Event()
+        self._dispatching = True
+        self._thread: threading.Thread | None = None
+        self._triggers_in_flight: set[str] = set()
+        self.heartbeat = 0.0
+
+    # -- inputs (from other threads: store and wake, nothing else) ----------------------------
+
+    def update_jobs(self, snapshot: JobsSnapshot) -> None:
+        with self._cv:
+            self._jobs = snapshot
+            self._dirty = True
+            self._cv.notify()
+
+    def update_view(self, view: ClusterView) -> None:
+        with self._cv:
+            self._view = view
+            self._dirty = True
+            self._cv.notify()
+
+    def owned_jobs(self) -> list[str]:
+        with self._cv:
+            return sorted(self._owned)
+
+    def next_fire_of(self, job: str) -> datetime | None:
+        with self._cv:
+            owned = self._owned.get(job)
+            if owned is None:
+                return None
+            due = [e[4] for e in self._heap if e[2] == job and e[3] == owned.generation]
+            return min(due) if due else None
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="zksched-timer", daemon=True)
+            self._thread.start()
+
+    def stop_dispatching(self) -> None:
+        """No new fires from now on (graceful stop); running ones carry on."""
+        with self._cv:
+            self._dispatching = False
+            self._heap.clear()
+            self._cv.notify()
+
+    def stop(self, wait_for_running: float = 30.0) -> None:
+        self.stop_dispatching()
+        self._stopping.set()
+        with self._cv:
+            self._cv.notify()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        done = threading.Event()
+
+        def drain() -> None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            done.set()
+
+        threading.Thread(target=drain, daemon=True).start()
+        if not done.wait(wait_for_running):
+            log.warning("fires still running after %.0fs; terminating them", wait_for_running)
+            self._fire_path.terminate_all("the daemon is stopping")
+            done.wait(10)
+
+    # -- the timer thread -----------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            due: list[tuple[str, int, datetime, float]] = []
+            with self._cv:
+                self.heartbeat = self._clock.now()
+                if self._dirty:
+                    self._dirty = False
+                    self._reconcile()
+                now = self._clock.now()
+                while self._heap and self._heap[0][0] <= now:
+                    due_ts, _, name, generation, instant = heapq.heappop(self._heap)
+                    owned = self._owned.get(name)
+                    if owned is None or owned.generation != generation:
+                        continue  # dropped or changed since it was scheduled
+                    self._push_next(name, owned, instant)
+                    due.append((name, generation, instant, due_ts))
+                if not due:
+                    timeout = min(self._heap[0][0] - now, 1.0) if self._heap else 1.0
+                    self._cv.wait(max(timeout, 0.0))
+                    continue
+            for name, generation, instant, due_ts in due:
+                self._dispatch(name, generation, instant, "scheduled", due_ts)
+
+    def _push_next(self, name: str, owned: _Owned, after: datetime) -> None:
+        if not self._dispatching:
+            return
+        try:
+            instant = owned.spec.schedule_obj.next_fire(after)
+        except Exception:  # a schedule with no future instant (Feb 30): nothing to push
+            return
+        key = fire_key(name, instant)
+        due_ts = instant.timestamp() + jitter_of(key, owned.spec.jitter)
+        heapq.heappush(self._heap, (due_ts, next(self._seq), name, owned.generation, instant))
+
+    def _dispatch(
+        self, name: str, generation: int, instant: datetime, kind: FireKind, due_ts: float
+    ) -> None:
+        with self._cv:
+            owned = self._owned.get(name)
+            if owned is None or owned.generation != generation or not self._dispatching:
+                return
+            backlog = self._catching_up.get(name)
+            if backlog is not None:
+                backlog.append((instant, kind))  # runs after the catch-up, in order
+                return
+            spec = owned.spec
+        self._submit(self._fire_path.fire, spec, instant, kind, due_ts)
+
+    def _submit(self, fn: Callable[..., object], *args: object) -> None:
+        with contextlib.suppress(RuntimeError):  # the pool is shut down: we are stopping
+            self._pool.submit(self._guard, fn, *args)
+
+    @staticmethod
+    def _guard(fn: Callable[..., object], *args: object) -> None:
+        try:
+            fn(*args)
+        except Exception:
+            log.exception("a fire failed unexpectedly")
+
+    # -- ownership --------------------------------------------------------------------------
+
+    def _reconcile(self) -> None:
+        """Called with the lock held: align the owned set with the table and the view."""
+        view = self._view
+        now = self._clock.now()
+        desired: dict[str, tuple[JobSpec, str]] = {}
+        if view is not None and view.active and self._dispatching:
+            for name, entry in self._jobs.entries.items():
+                spec = entry.spec
+                if spec is not None and view.owns(name, spec.labels):
+                    desired[name] = (spec, entry.updated_at)
+        for name in list(self._owned):
+            owned = self._owned[name]
+            want = desired.get(name)
+            if want is None or want[0] != owned.spec or want[1] != owned.updated_at:
+                del self._owned[name]
+                self._catching_up.pop(name, None)
+        taken: list[str] = []
+        for name, (spec, updated_at) in desired.items():
+            if name in self._owned:
+                self._last_active[name] = now
+                continue
+            owned = _Owned(spec, updated_at, next(self._generations))
+            self._owned[name] = owned
+            taken.append(name)
+            self._push_next(name, owned, datetime.fromtimestamp(now, UTC))
+            since = self._last_active.get(name)
+            self._last_active[name] = now
+            self._begin_catchup(name, owned, now, since)
+        for name in [n for n in self._last_active if n not in self._jobs.entries]:
+            del self._last_active[name]
+        if taken:
+            log.info(
+                "now owning %d jobs (%d taken over)",
+                len(self._owned),
+                len(taken),
+                extra={"event": "owned", "owned": len(self._owned), "taken": len(taken)},
+            )
+
+    def _begin_catchup(self, name: str, owned: _Owned, now: float, since: float | None) -> None:
+        """Queue a catch-up if any instant could have been missed (lock held)."""
+        spec = owned.spec
+        lower = now - spec.catchup_window if since is None else since - 1.0
+        with contextlib.suppress(ValueError):
+            lower = max(lower, parse_utc(owned.updated_at).timestamp())
+        now_dt = datetime.fromtimestamp(now, UTC)
+        lower_dt = datetime.fromtimestamp(min(lower, now), UTC)
+        if spec.schedule_obj.latest_fire(lower_dt, now_dt) is None:
+            return  # nothing was due in the gap: no need to read the job's history
+        self._catching_up[name] = []
+        self._submit(self._catch_up, name, owned.generation, lower_dt, now_dt)
+
+    def _catch_up(self, name: str, generation: int, lower: datetime, now: datetime) -> None:
+        try:
+            self._run_catchup(name, generation, lower, now)
+        finally:
+            self._finish_catchup(name, generation)
+
+    def _run_catchup(self, name: str, generation: int, lower: datetime, now: datetime) -> None:
+        with self._cv:
+            owned = self._owned.get(name)
+            if owned is None or owned.generation != generation:
+                return
+            spec = owned.spec
+        try:
+            instants = self._fire_path.claims.instants(name)
+        except (KazooException, KazooTimeoutError) as exc:
+            log.warning("catch-up of %s postponed: cannot read its history (%s)", name, exc)
+            with self._cv:
+                self._dirty = True
+                if self._owned.get(name) is owned:
+                    del self._owned[name]  # re-taken (and caught up) on the next reconcile
+                self._cv.notify()
+            return
+        self._fire_path.remember_history(name, instants)
+        after = lower
+        if instants:
+            with contextlib.suppress(ValueError):
+                after = max(after, parse_utc(instants[-1]))
+        plan = plan_catchup(spec.schedule_obj, spec.catchup, spec.catchup_window, after, now)
+        if plan.skipped:
+            span = (
+                f"{format_utc(plan.first_skipped)}..{format_utc(plan.last_skipped)}"
+                if (plan.first_skipped and plan.last_skipped)
+                else ""
+            )
+            self._skips.skip(
+                name,
+                "outside-catchup-window",
+                f"{plan.skipped} missed instants {span} (catchup = {spec.catchup})",
+                count=plan.skipped,
+            )
+        if plan.run:
+            log.info(
+                "catching up %s: %d missed instants (catchup = %s)",
+                name,
+                len(plan.run),
+                spec.catchup,
+                extra={"event": "catchup", "job": name, "count": len(plan.run)},
+            )
+        for instant in plan.run:
+            with self._cv:
+                current = self._owned.get(name)
+                if current is None or current.generation != generation or not self._dispatching:
+                    return
+            self._fire_path.fire(spec, instant, "catchup")
+
+    def _finish_catchup(self, name: str, generation: int) -> None:
+        """Run what came due during the catch-up, in order, then hand back to the timer."""
+        while True:
+            with self._cv:
+                owned = self._owned.get(name)
+                backlog = self._catching_up.get(name)
+                if owned is None or owned.generation != generation or not backlog:
+                    self._catching_up.pop(name, None)
+                    return
+                instant, kind = backlog.pop(0)
+                spec = owned.spec
+            self._fire_path.fire(spec, instant, kind)
+
+    # -- manual triggers ----------------------------------------------------------------------
+
+    def triggers(self, pending: list[Trigger]) -> None:
+        """Run each pending trigger of a job we own, once (deleting its node claims it)."""
+        for trigger in pending:
+            with self._cv:
+                owned = self._owned.get(trigger.job)
+                if owned is None or trigger.znode in self._triggers_in_flight:
+                    continue
+                self._triggers_in_flight.add(trigger.znode)
+                spec = owned.spec
+            self._submit(self._run_trigger, trigger, spec)
+
+    def _run_trigger(self, trigger: Trigger, spec: JobSpec) -> None:
+        try:
+            if self._take_trigger is not None and not self._take_trigger(trigger.znode):
+                return  # another member took it
+            instant = datetime.fromtimestamp(int(self._clock.now()), UTC)
+            self._fire_path.fire(spec, instant, "trigger", instant.timestamp())
+        finally:
+            with self._cv:
+                self._triggers_in_flight.discard(trigger.znode)

@@ -1,0 +1,134 @@
+"""Per-fire claims: one persistent record per (job, UTC instant), created exactly once.
+
+The create is the gate that makes every instant run at most once, whoever owns the job and
+whatever the clocks say. Its transaction id (czxid) is the fire's fencing token: it grows
+with every fire of the job across the whole cluster.
+
+A create whose reply was lost (ConnectionLoss, or our deadline) may have succeeded: the
+record carries a nonce unique to the attempt, so NodeExists with our nonce means "ours".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass, replace
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NodeExistsError, NoNodeError, NotEmptyError
+
+from zksched.core.fires import FireRecord
+from zksched.zk.connection import wait
+from zksched.zk.paths import ClusterPaths
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Claimed:
+    path: str
+    record: FireRecord
+    fencing_token: int
+
+
+@dataclass(frozen=True)
+class AlreadyClaimed:
+    record: FireRecord | None  # None when the existing record cannot be parsed
+
+
+class FireClaims:
+    def __init__(self, client: KazooClient, paths: ClusterPaths, timeout: float) -> None:
+        self._client = client
+        self._paths = paths
+        self._timeout = timeout
+
+    def claim(self, record: FireRecord) -> Claimed | AlreadyClaimed:
+        """Create the fire record. Raises kazoo errors/timeouts when the outcome is unknown:
+        call `resolve()` once connected again."""
+        path = self._paths.fire(record.job, record.scheduled)
+        try:
+            _, stat = wait(
+                self._client.create_async(path, record.to_json(), makepath=True, include_data=True),
+                self._timeout,
+            )
+        except NodeExistsError:
+            outcome = self.resolve(record)
+            assert outcome is not None  # it exists: it was just reported so
+            return outcome
+        return Claimed(path, replace(record, fencing_token=stat.czxid), stat.czxid)
+
+    def resolve(self, record: FireRecord) -> Claimed | AlreadyClaimed | None:
+        """What became of a claim attempt: ours, someone else's, or None (no record)."""
+        path = self._paths.fire(record.job, record.scheduled)
+        try:
+            raw, stat = wait(self._client.get_async(path), self._timeout)
+        except NoNodeError:
+            return None
+        try:
+            existing = FireRecord.from_json(raw)
+        except (ValueError, TypeError, UnicodeDecodeError):
+            log.error("fire record %s is unreadable; treating the fire as claimed", path)
+            return AlreadyClaimed(None)
+        if existing.nonce == record.nonce:
+            return Claimed(path, replace(existing, fencing_token=stat.czxid), stat.czxid)
+        return AlreadyClaimed(existing)
+
+    def complete(self, claimed: Claimed, record: FireRecord) -> None:
+        """Write the final record. Unconditional: the run's own result is the truth."""
+        wait(self._client.set_async(claimed.path, record.to_json(), -1), self._timeout)
+
+    def instants(self, job: str) -> list[str]:
+        """The instants that have a record, oldest first."""
+        try:
+            names = wait(self._client.get_children_async(self._paths.job_fires(job)), self._timeout)
+        except NoNodeError:
+            return []
+        return sorted(names)
+
+    def read(self, job: str, instant: str) -> FireRecord | None:
+        try:
+            raw, _ = wait(self._client.get_async(self._paths.fire(job, instant)), self._timeout)
+        except NoNodeError:
+            return None
+        try:
+            return FireRecord.from_json(raw)
+        except (ValueError, TypeError, UnicodeDecodeError):
+            return None
+
+    def read_many(self, job: str, instants: list[str]) -> dict[str, FireRecord | None]:
+        pending = [(i, self._client.get_async(self._paths.fire(job, i))) for i in instants]
+        out: dict[str, FireRecord | None] = {}
+        for instant, result in pending:
+            try:
+                raw, _ = wait(result, self._timeout)
+                out[instant] = FireRecord.from_json(raw)
+            except NoNodeError:
+                continue
+            except (ValueError, TypeError, UnicodeDecodeError):
+                out[instant] = None
+        return out
+
+    def prune(self, job: str, instants: list[str]) -> None:
+        """Delete these records (oldest history) in one transaction; gone ones are fine."""
+        if not instants:
+            return
+        txn = self._client.transaction()
+        for instant in instants:
+            txn.delete(self._paths.fire(job, instant))
+        results = wait(txn.commit_async(), self._timeout)
+        if any(isinstance(r, Exception) for r in results):
+            # one was gone already (the whole multi rolls back): delete one by one
+            for instant in instants:
+                with contextlib.suppress(NoNodeError):
+                    wait(self._client.delete_async(self._paths.fire(job, instant)), self._timeout)
+
+    def delete_job(self, job: str) -> None:
+        """Remove a deleted job's history, and its lock folder unless a run still holds it
+        (deleting a live contender would pull the lock from under a running command)."""
+        folder = self._paths.job_fires(job)
+        for instant in self.instants(job):
+            with contextlib.suppress(NoNodeError):
+                wait(self._client.delete_async(f"{folder}/{instant}"), self._timeout)
+        for path in (folder, self._paths.job_lock(job)):
+            with contextlib.suppress(NoNodeError, NotEmptyError):
+                wait(self._client.delete_async(path), self._timeout)

@@ -1,0 +1,296 @@
+"""The cluster's job table in ZooKeeper.
+
+Layout: one root znode (`jobs`) names the table's buckets by content id; each bucket is an
+immutable, content-addressed blob (`jobs/blobs/<id>`) holding the records of the jobs that
+hash into it. Why:
+- an apply of any size becomes visible in ONE atomic compare-and-set of the root (a single
+  multi-op carrying 100,000 records would pass ZooKeeper's 1 MB request limit); blobs written
+  before the switch are invisible until the root names them;
+- daemons keep one watch (the root) and re-read only the buckets whose id changed;
+- a malformed record inside a bucket disables that job only.
+When everything fits in one request (the usual small change), blobs and root go in the same
+transaction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import mmh3
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+from zksched.core.jobtable import StoredJob
+from zksched.zk.connection import wait
+from zksched.zk.paths import ClusterPaths
+
+log = logging.getLogger(__name__)
+
+FORMAT = 1
+TARGET_BLOB_BYTES = 256 * 1024  # bucket count grows to keep blobs about this size
+MAX_BLOB_BYTES = 900 * 1024  # below jute.maxbuffer (1 MB) with room for the reply framing
+MAX_TXN_BYTES = 800 * 1024  # one multi-op request must stay below jute.maxbuffer too
+MIN_BUCKETS = 16
+
+
+class ConcurrentChange(Exception):
+    """Someone else changed the job table between our read and our write: read again."""
+
+
+class CorruptTable(Exception):
+    """The root znode does not hold a job table this version understands."""
+
+
+@dataclass(frozen=True)
+class TableRoot:
+    generation: int
+    buckets: tuple[str, ...]  # blob id of bucket i ("" for an empty bucket)
+    version: int  # the root znode's version (-1: it does not exist yet)
+    mzxid: int = 0
+
+
+def bucket_index(name: str, count: int) -> int:
+    return int(mmh3.hash(name.encode(), 1, False)) % count
+
+
+def encode_bucket(jobs: Mapping[str, StoredJob]) -> bytes:
+    data = {"format": FORMAT, "jobs": {n: jobs[n].to_data() for n in sorted(jobs)}}
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def blob_id(content: bytes) -> str:
+    return hashlib.sha256(content).hexdigest()[:24]
+
+
+def decode_bucket(raw: bytes) -> tuple[dict[str, StoredJob], str | None]:
+    """The jobs of a bucket, and an error if the bucket as a whole cannot be read."""
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        return {}, f"job bucket is not JSON: {exc}"
+    if not isinstance(data, dict) or not isinstance(data.get("jobs"), dict):
+        return {}, "job bucket has no jobs table"
+    jobs: dict[str, StoredJob] = {}
+    for name, entry in data["jobs"].items():
+        if isinstance(entry, dict):
+            record, updated = entry.get("spec"), entry.get("updated_at")
+        else:
+            record, updated = entry, None
+        jobs[str(name)] = StoredJob(str(name), record, updated if isinstance(updated, str) else "")
+    return jobs, None
+
+
+def split_buckets(jobs: Mapping[str, StoredJob], count: int) -> list[dict[str, StoredJob]]:
+    buckets: list[dict[str, StoredJob]] = [{} for _ in range(count)]
+    for name, job in jobs.items():
+        buckets[bucket_index(name, count)][name] = job
+    return buckets
+
+
+def choose_bucket_count(jobs: Mapping[str, StoredJob], current: int) -> int:
+    """Keep the current count unless blobs would grow too large (or the table is new)."""
+    total = sum(len(json.dumps(j.to_data(), separators=(",", ":"))) + 8 for j in jobs.values())
+    wanted = MIN_BUCKETS
+    while wanted * TARGET_BLOB_BYTES < total:
+        wanted *= 2
+    count = max(current, wanted) if current else wanted
+    # A hash-skewed bucket can still be too large: double until none is.
+    while True:
+        sizes = [len(encode_bucket(b)) for b in split_buckets(jobs, count)]
+        if max(sizes, default=0) <= MAX_BLOB_BYTES:
+            return count
+        count *= 2
+
+
+def now_utc() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class JobStore:
+    def __init__(self, client: KazooClient, paths: ClusterPaths, timeout: float) -> None:
+        self._client = client
+        self._paths = paths
+        self._timeout = timeout
+        # blob id -> (its jobs, why it could not be read); blobs never change, so cache them.
+        self._blob_cache: dict[str, tuple[dict[str, StoredJob], str | None]] = {}
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def read_root(self, watch: Callable[[Any], None] | None = None) -> TableRoot:
+        try:
+            raw, stat = wait(self._client.get_async(self._paths.jobs, watch), self._timeout)
+        except NoNodeError:
+            if watch is not None:  # be told when the table is first created
+                wait(self._client.exists_async(self._paths.jobs, watch), self._timeout)
+            return TableRoot(0, (), -1)
+        if not raw:
+            return TableRoot(0, (), stat.version, stat.mzxid)
+        try:
+            data = json.loads(raw.decode("utf-8"))
+            buckets = tuple(str(b) for b in data["buckets"])
+            generation = int(data["generation"])
+        except (UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+            raise CorruptTable(f"job table root {self._paths.jobs} is unreadable: {exc}") from exc
+        return TableRoot(generation, buckets, stat.version, stat.mzxid)
+
+    def read_blobs(self, ids: set[str]) -> dict[str, tuple[dict[str, StoredJob], str | None]]:
+        """Read (pipelined) and decode these blobs: their jobs, or why they are unreadable.
+
+        A blob that vanished (collected after a newer apply) raises ConcurrentChange: the
+        caller reads the root again.
+        """
+        pending = [(b, self._client.get_async(self._paths.blob(b))) for b in ids if b]
+        out: dict[str, tuple[dict[str, StoredJob], str | None]] = {}
+        for blob, result in pending:
+            try:
+                raw, _ = wait(result, self._timeout)
+            except NoNodeError:
+                raise ConcurrentChange(f"bucket {blob} vanished") from None
+            out[blob] = self._decode_blob(blob, raw)
+        return out
+
+    def read_buckets(self, root: TableRoot) -> tuple[dict[str, StoredJob], dict[int, str]]:
+        """Every stored job of the table `root` names, and per-bucket errors."""
+        wanted = {b for b in root.buckets if b and b not in self._blob_cache}
+        self._blob_cache.update(self.read_blobs(wanted))
+        jobs: dict[str, StoredJob] = {}
+        errors: dict[int, str] = {}
+        for index, blob in enumerate(root.buckets):
+            if not blob:
+                continue
+            bucket, error = self._blob_cache[blob]
+            if error:
+                errors[index] = error
+            jobs.update(bucket)
+        live = set(root.buckets)
+        for stale in [b for b in self._blob_cache if b not in live]:
+            del self._blob_cache[stale]
+        return jobs, errors
+
+    @staticmethod
+    def _decode_blob(blob: str, raw: bytes) -> tuple[dict[str, StoredJob], str | None]:
+        jobs, error = decode_bucket(raw)
+        if error:
+            log.error("job bucket %s is unreadable: %s", blob, error)
+        return jobs, error
+
+    def read_table(self) -> tuple[TableRoot, dict[str, StoredJob]]:
+        for _ in range(5):
+            root = self.read_root()
+            try:
+                jobs, _errors = self.read_buckets(root)
+                return root, jobs
+            except ConcurrentChange:
+                continue
+        raise ConcurrentChange("the job table kept changing while being read")
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def commit(self, base: TableRoot, jobs: Mapping[str, StoredJob]) -> TableRoot:
+        """Make `jobs` the table, if it is still `base`; ConcurrentChange otherwise."""
+        count = choose_bucket_count(jobs, len(base.buckets))
+        contents = [encode_bucket(b) if b else b"" for b in split_buckets(jobs, count)]
+        ids = tuple(blob_id(c) if c else "" for c in contents)
+        new_blobs = {
+            i: c for i, c in zip(ids, contents, strict=True) if i and i not in base.buckets
+        }
+        root_data = json.dumps(
+            {
+                "format": FORMAT,
+                "generation": base.generation + 1,
+                "buckets": list(ids),
+                "updated_at": now_utc(),
+            },
+            separators=(",", ":"),
+        ).encode()
+        self._ensure_folders()
+        size = sum(len(c) for c in new_blobs.values()) + len(root_data)
+        if size <= MAX_TXN_BYTES:
+            self._commit_one_transaction(base, new_blobs, root_data)
+        else:
+            for blob, content in new_blobs.items():  # invisible until the root names them
+                self._create_blob(blob, content)
+            self._switch_root(base, root_data)
+        self._collect_garbage(set(ids))
+        return self.read_root()
+
+    def _ensure_folders(self) -> None:
+        wait(self._client.ensure_path_async(self._paths.blobs), self._timeout)
+
+    def _commit_one_transaction(
+        self, base: TableRoot, blobs: dict[str, bytes], root: bytes
+    ) -> None:
+        existing = set(wait(self._client.get_children_async(self._paths.blobs), self._timeout))
+        txn = self._client.transaction()
+        for blob, content in blobs.items():
+            if blob not in existing:
+                txn.create(self._paths.blob(blob), content)
+        if base.version < 0:
+            txn.create(self._paths.jobs, root)
+        else:
+            txn.set_data(self._paths.jobs, root, version=base.version)
+        results = wait(txn.commit_async(), self._timeout)
+        self._check_results(results)
+
+    @staticmethod
+    def _check_results(results: list[Any]) -> None:
+        # commit() does not raise: failed operations come back as exception instances.
+        failures = [r for r in results if isinstance(r, Exception)]
+        if not failures:
+            return
+        if any(isinstance(r, BadVersionError | NodeExistsError) for r in failures):
+            raise ConcurrentChange("the job table changed during the apply")
+        raise next(r for r in failures if not _is_rollback(r))
+
+    def _create_blob(self, blob: str, content: bytes) -> None:
+        with contextlib.suppress(NodeExistsError):  # same id, same content
+            wait(self._client.create_async(self._paths.blob(blob), content), self._timeout)
+
+    def _switch_root(self, base: TableRoot, root: bytes) -> None:
+        try:
+            if base.version < 0:
+                wait(self._client.create_async(self._paths.jobs, root), self._timeout)
+            else:
+                wait(self._client.set_async(self._paths.jobs, root, base.version), self._timeout)
+        except (BadVersionError, NodeExistsError):
+            raise ConcurrentChange("the job table changed during the apply") from None
+
+    def _collect_garbage(self, keep: set[str]) -> None:
+        """Delete blobs no root names any more (a reader that loses one re-reads the root)."""
+        try:
+            root = self.read_root()
+            keep = keep | set(root.buckets)
+            children = wait(self._client.get_children_async(self._paths.blobs), self._timeout)
+            pending = [
+                self._client.delete_async(self._paths.blob(c)) for c in children if c not in keep
+            ]
+            for result in pending:
+                with contextlib.suppress(NoNodeError):
+                    wait(result, self._timeout)
+        except Exception as exc:  # garbage can wait for the next apply
+            log.warning("could not collect old job buckets: %s", exc)
+
+    def update(
+        self, change: Callable[[dict[str, StoredJob]], dict[str, StoredJob]], attempts: int = 10
+    ) -> TableRoot:
+        """Read-modify-write of the whole table, retried on concurrent changes."""
+        for _ in range(attempts):
+            root, jobs = self.read_table()
+            try:
+                return self.commit(root, change(dict(jobs)))
+            except ConcurrentChange:
+                continue
+        raise ConcurrentChange("the job table kept changing; try again")
+
+
+def _is_rollback(result: Any) -> bool:
+    from kazoo.exceptions import RolledBackError, RuntimeInconsistency
+
+    return isinstance(result, RolledBackError | RuntimeInconsistency)
