@@ -193,7 +193,8 @@ def parse_cron(expression: str) -> CronFields:
         has_seconds = True
     else:
         raise CronSyntaxError(
-            f"schedule {_show(stripped)} has {len(fields)} fields; expected 5 "
+            f"schedule {_show(stripped)} has {len(fields)} field{'' if len(fields) == 1 else 's'}"
+            "; expected 5 "
             "(minute hour day-of-month month day-of-week) or 6 (seconds first), or a macro "
             "such as @daily"
         )

@@ -629,6 +629,20 @@ def _check_job_table(
     return None if bad else values
 
 
+def _missing(present: Iterable[object], job: str | None, line: int | None) -> list[SpecProblem]:
+    """A problem for each required key not in `present`."""
+    keys = set(present)
+    hints = {
+        "schedule": 'every job needs one, e.g. schedule = "0 2 * * *"',
+        "command": 'every job needs one: an argv array, e.g. command = ["/usr/bin/backup"]',
+    }
+    return [
+        SpecProblem(job, key, f"missing: {hints[key]}", line)
+        for key in REQUIRED_KEYS
+        if key not in keys
+    ]
+
+
 def _build(
     name: str,
     values: Mapping[str, object],
@@ -637,16 +651,9 @@ def _build(
     line_of: _LineOf,
     where: tuple[str, ...] = (),
 ) -> JobSpec:
-    missing = [key for key in REQUIRED_KEYS if key not in values]
-    for key in missing:
-        hint = (
-            'every job needs one, e.g. schedule = "0 2 * * *"'
-            if key == "schedule"
-            else 'every job needs one: an argv array, e.g. command = ["/usr/bin/backup"]'
-        )
-        problems.append(SpecProblem(job, key, f"missing: {hint}", line_of(*where)))
+    missing = _missing(values, job, line_of(*where))
     if missing:
-        raise JobSpecError(problems)
+        raise JobSpecError(problems + missing)
     try:
         return JobSpec._from_checked(name, values)
     except JobSpecError as exc:
@@ -839,7 +846,9 @@ def parse_job_file(text: str | bytes, source: str = "<jobs>") -> dict[str, JobSp
             )
             continue
         own = _check_job_table(body, name, problems, line_of, where)
-        if own is None or name_issue is not None:
+        missing = _missing([*body, *defaults, *broken_defaults], name, line_of(*where))
+        problems.extend(missing)
+        if own is None or name_issue is not None or missing:
             continue
         inherited = {k: v for k, v in defaults.items() if k not in own}
         if any(k in broken_defaults and k not in own for k in JOB_KEYS):

@@ -1,0 +1,125 @@
+"""`zksched check FILE` and `zksched next CRON`: the offline commands (no ZooKeeper needed)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime
+
+import click
+
+from zksched.cli.errors import EXIT_INVALID, CliFailure, invalid
+from zksched.cli.main import cli
+from zksched.core.jobspec import MAX_FILE_BYTES, JobSpec, JobSpecError, load_job_file
+from zksched.core.jobspec import parse_job_file as _parse_job_file
+from zksched.core.schedule import Schedule, ScheduleError, next_fires
+from zksched.core.zones import load_zone
+
+
+def _printable(text: str, stream: object) -> str:
+    """`text` as the stream can encode it: a strange file must not crash the report."""
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    try:
+        return text.encode(encoding, "backslashreplace").decode(encoding, "replace")
+    except LookupError:  # an encoding name Python does not know
+        return text.encode("ascii", "backslashreplace").decode("ascii")
+
+
+def _load(file: str) -> tuple[str, dict[str, JobSpec]]:
+    if file == "-":
+        data = click.get_binary_stream("stdin").read(MAX_FILE_BYTES + 1)
+        return "<stdin>", _parse_job_file(data, "<stdin>")
+    return file, load_job_file(file)
+
+
+@cli.command("check")
+@click.argument("file", metavar="FILE")
+def check_command(file: str) -> None:
+    """Validate a job file without touching the cluster.
+
+    Exit 0 when every job is valid; otherwise print every problem, one a line, naming the
+    job, the field and the line, and exit 2. FILE may be - for standard input.
+    """
+    try:
+        source, jobs = _load(file)
+    except JobSpecError as exc:
+        for problem in exc.problems:
+            click.echo(_printable(str(problem), sys.stderr), err=True)
+        count = len(exc.problems)
+        name = "<stdin>" if file == "-" else file
+        raise CliFailure(
+            _printable(f"{name}: {count} problem{'s' if count != 1 else ''} found", sys.stderr),
+            EXIT_INVALID,
+        ) from None
+    count = len(jobs)
+    click.echo(_printable(f"{source}: {count} job{'s' if count != 1 else ''} OK", sys.stdout))
+
+
+def _parse_after(text: str | None, timezone: str) -> datetime:
+    if text is None:
+        return datetime.now(load_zone(timezone))
+    try:
+        value = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise invalid(
+            f"--after {text[:60]!r} is not an ISO 8601 time such as 2026-01-02T03:00:00+01:00"
+        ) from None
+    if value.tzinfo is None:
+        # A wall-clock time in --tz; in a repeated hour this is its first occurrence.
+        value = value.replace(tzinfo=load_zone(timezone))
+    return value
+
+
+@cli.command("next")
+@click.argument("cron", nargs=-1, required=True)
+@click.option(
+    "--tz",
+    "timezone",
+    default="UTC",
+    show_default=True,
+    help="IANA time zone the schedule is evaluated in (and the output is written in).",
+)
+@click.option(
+    "--count",
+    "-n",
+    type=click.IntRange(1, 10_000),
+    default=5,
+    show_default=True,
+    help="How many fire instants to print.",
+)
+@click.option(
+    "--after",
+    metavar="ISO",
+    default=None,
+    help="Start after this instant (ISO 8601, with an offset or Z; without one it is read "
+    "in --tz). Default: now.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array of strings.")
+def next_command(
+    cron: tuple[str, ...], timezone: str, count: int, after: str | None, as_json: bool
+) -> None:
+    """Print the next fire instants of a cron expression, one a line.
+
+    CRON is a 5-field expression, 6 fields with seconds first, or a macro such as @daily;
+    quote it (zksched next '0 2 * * *'). Instants are ISO 8601 with the zone's offset and
+    follow the DST rules of docs/schedules.md.
+    """
+    expression = " ".join(cron)
+    try:
+        schedule = Schedule.parse(expression, timezone)
+    except ScheduleError as exc:
+        raise invalid(_printable(str(exc), sys.stderr)) from None
+    start = _parse_after(after, timezone)
+    try:
+        fires = next_fires(schedule, start, count)
+    except ScheduleError as exc:
+        raise invalid(str(exc)) from None
+    if not fires:
+        raise invalid(f"{schedule.expr!r} does not fire after {start.isoformat()}")
+    zone = load_zone(timezone)
+    lines = [instant.astimezone(zone).isoformat() for instant in fires]
+    if as_json:
+        click.echo(json.dumps(lines))
+    else:
+        for line in lines:
+            click.echo(line)
