@@ -429,7 +429,7 @@ def test_the_end_of_time() -> None:
 def test_schedules_are_immutable_values() -> None:
     schedule = Schedule.parse("0 2 * * *", "Europe/Berlin")
     with pytest.raises(AttributeError):
-        schedule._timezone = "UTC"  # type: ignore[misc]
+        schedule._timezone = "UTC"
     assert schedule == Schedule.parse("0  2 * * *", "Europe/Berlin")
     assert schedule != Schedule.parse("0 2 * * *", "UTC")
     assert hash(schedule) == hash(Schedule.parse("0 2 * * *", "Europe/Berlin"))
