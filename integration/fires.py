@@ -43,18 +43,18 @@ class FireLog:
             return []
         return [line.split() for line in self.path.read_text().splitlines() if line.strip()]
 
-    def keys(self) -> list[str]:
+    def fire_keys(self) -> list[str]:
         return [parts[0] for parts in self.lines()]
 
     def counts(self) -> collections.Counter[str]:
-        return collections.Counter(self.keys())
+        return collections.Counter(self.fire_keys())
 
     def duplicates(self) -> dict[str, int]:
         return {k: n for k, n in self.counts().items() if n > 1}
 
     def by_job(self) -> dict[str, list[datetime]]:
         out: dict[str, list[datetime]] = collections.defaultdict(list)
-        for key in self.keys():
+        for key in self.fire_keys():
             job, instant = parse_fire_key(key)
             out[job].append(instant)
         return out
@@ -73,7 +73,7 @@ class FireLog:
             if callable(predicate) and predicate():
                 return
             time.sleep(0.1)
-        raise AssertionError(f"timed out after {timeout}s; log has {len(self.keys())} fires")
+        raise AssertionError(f"timed out after {timeout}s; log has {len(self.fire_keys())} fires")
 
 
 def every_second(start: datetime, end: datetime) -> list[datetime]:
