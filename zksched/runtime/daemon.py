@@ -151,8 +151,7 @@ class Daemon:
         """Start, block until request_stop(), stop."""
         self.start()
         try:
-            while not self._stop_requested.wait(1.0):
-                if self.client.connected:
-                    self.fire_path.flush_unwritten()
+            while not self._stop_requested.wait(1.0):  # wakes often enough for signal handlers
+                pass
         finally:
             self.stop()

@@ -314,6 +314,10 @@ class FirePath:
             with self._running_lock:
                 self._unwritten.append((claimed, record))
 
+    def has_unwritten(self) -> bool:
+        with self._running_lock:
+            return bool(self._unwritten)
+
     def flush_unwritten(self) -> None:
         """Retry result writes that failed (called periodically while connected)."""
         with self._running_lock:

@@ -36,6 +36,8 @@ from zksched.runtime.skips import SkipLog
 
 log = logging.getLogger(__name__)
 
+FLUSH_INTERVAL = 2.0  # how often results that could not be written are retried
+
 
 @dataclass
 class _Owned:
@@ -141,8 +143,17 @@ class FireScheduler:
     # -- the timer thread -----------------------------------------------------------------------
 
     def _run(self) -> None:
+        next_flush = 0.0
         while not self._stopping.is_set():
             due: list[tuple[str, int, datetime, float]] = []
+            if self._clock.now() >= next_flush:
+                next_flush = self._clock.now() + FLUSH_INTERVAL
+                if (
+                    self._fire_path.has_unwritten()
+                    and self._view is not None
+                    and (self._view.connected)
+                ):
+                    self._submit(self._fire_path.flush_unwritten)
             with self._cv:
                 self.heartbeat = self._clock.now()
                 if self._dirty:

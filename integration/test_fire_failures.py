@@ -1,0 +1,140 @@
+"""What the fire path does when things break mid-run."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from integration.fires import FireLog, recording_job
+from integration.harness import SESSION_TIMEOUT, DaemonProcess, run_cli, wait_until
+from zksched.devtools.faultproxy import BLACKHOLE, PASS, FaultProxy
+from zksched.runtime.daemon import Daemon, DaemonConfig
+from zksched.zk.connection import ZkSettings
+
+Start = Callable[..., DaemonProcess]
+
+
+def apply_text(zk: str, client_id: str, tmp_path: Path, text: str) -> None:
+    path = tmp_path / "jobs.toml"
+    path.write_text(text)
+    result = run_cli(zk, client_id, "jobs", "apply", str(path))
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("policy", ["terminate", "continue"])
+def test_session_loss_mid_run(
+    policy: str, zk: str, client_id: str, tmp_path: Path, proxy_to: Callable[..., FaultProxy]
+) -> None:
+    done = tmp_path / "done"
+    apply_text(
+        zk,
+        client_id,
+        tmp_path,
+        "[jobs.long]\n"
+        'schedule = "0 0 1 1 *"\n'
+        f"command = ['sh', '-c', 'sleep 6 && touch {done}']\n",
+    )
+    proxy = proxy_to()
+    daemon = Daemon(
+        DaemonConfig(
+            zk=ZkSettings(hosts=proxy.address, session_timeout=SESSION_TIMEOUT),
+            client_id=client_id,
+            member_id="m-1",
+            on_session_loss=policy,
+        )
+    )  # type: ignore[arg-type]
+    daemon.start()
+    try:
+        wait_until(lambda: daemon.scheduler.owned_jobs() == ["long"], 15, what="owning")
+        assert run_cli(zk, client_id, "jobs", "trigger", "long").returncode == 0
+        wait_until(lambda: daemon.fire_path.running_jobs() == ["long"], 10, what="running")
+        proxy.set_mode(BLACKHOLE)
+        if policy == "terminate":
+            wait_until(
+                lambda: daemon.fire_path.running_jobs() == [],
+                SESSION_TIMEOUT + 3,
+                what="the command terminated",
+            )
+            assert not done.exists()
+        else:
+            time.sleep(SESSION_TIMEOUT + 1)
+            assert daemon.fire_path.running_jobs() == ["long"]
+        proxy.set_mode(PASS)
+        wait_until(lambda: daemon.view.active, 20, what="back")
+        if policy == "continue":
+            wait_until(done.exists, 10, what="the command finished")
+        # the result reaches the record once the session is back
+        expected = "terminated" if policy == "terminate" else "ok"
+        wait_until(
+            lambda: (
+                _history(zk, client_id, "long")[:1]
+                and _history(zk, client_id, "long")[0]["state"] == expected
+            ),
+            15,
+            what=f"record says {expected}",
+        )
+    finally:
+        daemon.stop()
+
+
+def _history(zk: str, client_id: str, job: str) -> list[dict[str, object]]:
+    result = run_cli(zk, client_id, "jobs", "history", job, "--json")
+    return json.loads(result.stdout) if result.returncode == 0 else []
+
+
+def test_run_of_a_killed_member_is_abandoned_and_never_rerun(
+    daemons: Start, zk: str, client_id: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "fires.log"
+    # Every 3 seconds, runs for 2: a kill mid-run leaves a claimed, unfinished fire.
+    script = f'echo "$ZKSCHED_FIRE_KEY $ZKSCHED_MEMBER_ID" >> {out}; sleep 2'
+    apply_text(
+        zk,
+        client_id,
+        tmp_path,
+        "[jobs.slowpoke]\n"
+        'schedule = "*/3 * * * * *"\n'
+        f"command = ['sh', '-c', '{script}']\n"
+        'catchup = "all"\n',
+    )
+    first = daemons()
+    wait_until(lambda: first.last_members(), 20, what="joined")
+    log = FireLog(out)
+    log.wait_for(lambda: log.fire_keys(), 10)
+    time.sleep(0.5)  # mid-run
+    killed_key = log.fire_keys()[-1]
+    first.kill()
+    survivor = daemons()
+    wait_until(
+        lambda: survivor.last_members() == [survivor.member_id],
+        SESSION_TIMEOUT + 10,
+        what="the survivor alone",
+    )
+    time.sleep(4)
+    history = {r["fire_key"]: r for r in _history(zk, client_id, "slowpoke")}
+    assert history[killed_key]["state"] == "abandoned"
+    assert log.duplicates() == {}, "an abandoned fire ran again"
+    assert any(m == survivor.member_id for _, m in log.lines()), "the survivor took over"
+
+
+def test_history_is_pruned_to_its_count(
+    daemons: Start, zk: str, client_id: str, tmp_path: Path, kazoo: object
+) -> None:
+    from kazoo.client import KazooClient
+
+    from zksched.zk.paths import ClusterPaths
+
+    assert isinstance(kazoo, KazooClient)
+    apply_text(zk, client_id, tmp_path, recording_job("chatty", tmp_path / "out.log", history=3))
+    daemon = daemons()
+    wait_until(lambda: daemon.last_members(), 20, what="joined")
+    folder = ClusterPaths(client_id).job_fires("chatty")
+    wait_until(lambda: len(FireLog(tmp_path / "out.log").fire_keys()) >= 14, 25, what="14 fires")
+    kept = kazoo.get_children(folder)
+    assert 3 <= len(kept) <= 3 + 5 + 1
+    newest = max(FireLog(tmp_path / "out.log").fire_keys()).split("@", 1)[1]
+    wait_until(lambda: newest in kazoo.get_children(folder), 3, what="newest kept")

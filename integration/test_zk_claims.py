@@ -1,0 +1,136 @@
+"""Claims and locks against a real server: lost replies, fencing, orphans, vanishing locks."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import KazooState
+
+from integration.harness import wait_until
+from zksched.core.fires import FireRecord
+from zksched.devtools.faultproxy import DROP_REPLIES, PASS, FaultProxy
+from zksched.zk.claims import AlreadyClaimed, Claimed, FireClaims
+from zksched.zk.connection import ZkSettings, close_quietly, make_client
+from zksched.zk.locks import HeldLocks, JobLock
+from zksched.zk.paths import ClusterPaths
+
+
+@pytest.fixture
+def clients() -> Iterator[list[KazooClient]]:
+    made: list[KazooClient] = []
+    yield made
+    for client in made:
+        close_quietly(client)
+
+
+def started(clients: list[KazooClient], hosts: str) -> KazooClient:
+    client = make_client(ZkSettings(hosts=hosts, session_timeout=4.0))
+    client.start(timeout=10)
+    clients.append(client)
+    return client
+
+
+def record(job: str, instant: str, nonce: str, member: str = "m-1") -> FireRecord:
+    return FireRecord(
+        job=job,
+        scheduled=instant,
+        member_id=member,
+        session=1,
+        nonce=nonce,
+        state="running",
+        claimed_at="2026-01-01T00:00:00.000Z",
+    )
+
+
+def test_claim_once_and_fencing_tokens_grow(
+    clients: list[KazooClient], zk: str, client_id: str
+) -> None:
+    claims = FireClaims(started(clients, zk), ClusterPaths(client_id), 3.0)
+    first = claims.claim(record("j", "2026-01-01T00:00:00Z", "a"))
+    assert isinstance(first, Claimed)
+    rival = claims.claim(record("j", "2026-01-01T00:00:00Z", "b", member="m-2"))
+    assert isinstance(rival, AlreadyClaimed) and rival.record is not None
+    assert rival.record.member_id == "m-1"
+    again = claims.claim(record("j", "2026-01-01T00:00:00Z", "a"))  # our own, reply lost
+    assert isinstance(again, Claimed) and again.fencing_token == first.fencing_token
+    later = claims.claim(record("j", "2026-01-01T00:00:01Z", "c", member="m-2"))
+    assert isinstance(later, Claimed) and later.fencing_token > first.fencing_token
+
+
+def test_claim_whose_reply_was_lost_is_recognised(
+    clients: list[KazooClient],
+    kazoo: KazooClient,
+    proxy_to: Callable[..., FaultProxy],
+    client_id: str,
+) -> None:
+    proxy = proxy_to()
+    client = started(clients, proxy.address)
+    paths = ClusterPaths(client_id)
+    claims = FireClaims(client, paths, 1.0)
+    mine = record("j", "2026-01-01T00:00:00Z", "nonce-1")
+    client.ensure_path(paths.job_fires("j"))
+    proxy.set_mode(DROP_REPLIES)
+    with pytest.raises((KazooException, KazooTimeoutError)):
+        claims.claim(mine)
+    assert kazoo.exists(paths.fire("j", "2026-01-01T00:00:00Z"))  # it did land
+    proxy.set_mode(PASS)
+    wait_until(lambda: client.state == KazooState.CONNECTED, 10, what="reconnected")
+    outcome = wait_until(lambda: _resolve(claims, mine), 10, what="resolved")
+    assert isinstance(outcome, Claimed)
+    assert kazoo.get_children(paths.job_fires("j")) == ["2026-01-01T00:00:00Z"]
+
+
+def _resolve(claims: FireClaims, mine: FireRecord) -> Claimed | AlreadyClaimed | None:
+    try:
+        return claims.resolve(mine)
+    except (KazooException, KazooTimeoutError):
+        return None
+
+
+def test_prune_keeps_the_rest(clients: list[KazooClient], zk: str, client_id: str) -> None:
+    claims = FireClaims(started(clients, zk), ClusterPaths(client_id), 3.0)
+    instants = [f"2026-01-01T00:00:0{i}Z" for i in range(6)]
+    for i, instant in enumerate(instants):
+        claims.claim(record("j", instant, f"n{i}"))
+    claims.prune("j", [*instants[:2], "2026-01-01T00:00:09Z"])  # one was never there
+    assert claims.instants("j") == instants[2:]
+    claims.delete_job("j")
+    assert claims.instants("j") == []
+
+
+def test_lock_excludes_detects_vanishing_and_clears_orphans(
+    clients: list[KazooClient], kazoo: KazooClient, zk: str, client_id: str
+) -> None:
+    client = started(clients, zk)
+    paths = ClusterPaths(client_id)
+    held = HeldLocks()
+    session = client.client_id[0]
+    first = JobLock(client, paths, "j", "m-1", session, 3.0, held)
+    assert first.try_acquire()
+    second = JobLock(client, paths, "j", "m-1", session, 3.0, held)
+    started_at = time.monotonic()
+    assert not second.try_acquire(wait=0.2)
+    assert time.monotonic() - started_at < 3.0
+    assert first.held and not first.lost  # a failed attempt never touches a held lock
+
+    lost = threading.Event()
+    first.on_lost(lost.set)
+    for child in kazoo.get_children(paths.job_lock("j")):
+        kazoo.delete(f"{paths.job_lock('j')}/{child}")  # pulled from under the run
+    assert lost.wait(5)
+    first.release()
+
+    # An orphan of this session (a contender whose owner is gone) is cleared by the next try.
+    orphan = JobLock(client, paths, "j", "m-1", session, 3.0, HeldLocks())
+    assert orphan.try_acquire()
+    orphan.held = False  # forget it without releasing: kazoo #732's leftover
+    third = JobLock(client, paths, "j", "m-1", session, 3.0, held)
+    assert not third.try_acquire(wait=0.1)  # clears the orphan on the way out
+    assert third.try_acquire(wait=0.5)
+    third.release()
