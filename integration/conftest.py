@@ -27,7 +27,7 @@ from integration.harness import (
 )
 from zksched.devtools.faultproxy import FaultProxy
 from zksched.devtools.zkserver import ZkEnsemble, ZkServer
-from zksched.zk.connection import parse_connect_string
+from zksched.zk.connection import ZkSettings, close_quietly, make_client, parse_connect_string
 
 
 @pytest.fixture(scope="session")
@@ -60,6 +60,24 @@ def kazoo(zk: str) -> Iterator[KazooClient]:
     yield client
     client.stop()
     client.close()
+
+
+@pytest.fixture
+def zk_client() -> Iterator[Callable[..., KazooClient]]:
+    """Factory: a started zksched-configured client (`make_client`); all closed at the end."""
+    made: list[KazooClient] = []
+
+    def start(hosts: str, session_timeout: float = 3.0, **settings: object) -> KazooClient:
+        client = make_client(
+            ZkSettings(hosts=hosts, session_timeout=session_timeout, **settings)  # type: ignore[arg-type]
+        )
+        client.start(timeout=10)
+        made.append(client)
+        return client
+
+    yield start
+    for client in made:
+        close_quietly(client)
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from kazoo.client import KazooClient
@@ -16,24 +16,8 @@ from integration.harness import wait_until
 from zksched.core.fires import FireRecord
 from zksched.devtools.faultproxy import DROP_REPLIES, PASS, FaultProxy
 from zksched.zk.claims import AlreadyClaimed, Claimed, FireClaims
-from zksched.zk.connection import ZkSettings, close_quietly, make_client
 from zksched.zk.locks import HeldLocks, JobLock
 from zksched.zk.paths import ClusterPaths
-
-
-@pytest.fixture
-def clients() -> Iterator[list[KazooClient]]:
-    made: list[KazooClient] = []
-    yield made
-    for client in made:
-        close_quietly(client)
-
-
-def started(clients: list[KazooClient], hosts: str) -> KazooClient:
-    client = make_client(ZkSettings(hosts=hosts, session_timeout=4.0))
-    client.start(timeout=10)
-    clients.append(client)
-    return client
 
 
 def record(job: str, instant: str, nonce: str, member: str = "m-1") -> FireRecord:
@@ -49,9 +33,9 @@ def record(job: str, instant: str, nonce: str, member: str = "m-1") -> FireRecor
 
 
 def test_claim_once_and_fencing_tokens_grow(
-    clients: list[KazooClient], zk: str, client_id: str
+    zk_client: Callable[..., KazooClient], zk: str, client_id: str
 ) -> None:
-    claims = FireClaims(started(clients, zk), ClusterPaths(client_id), 3.0)
+    claims = FireClaims(zk_client(zk, session_timeout=4.0), ClusterPaths(client_id), 3.0)
     first = claims.claim(record("j", "2026-01-01T00:00:00Z", "a"))
     assert isinstance(first, Claimed)
     rival = claims.claim(record("j", "2026-01-01T00:00:00Z", "b", member="m-2"))
@@ -64,13 +48,13 @@ def test_claim_once_and_fencing_tokens_grow(
 
 
 def test_claim_whose_reply_was_lost_is_recognised(
-    clients: list[KazooClient],
+    zk_client: Callable[..., KazooClient],
     kazoo: KazooClient,
     proxy_to: Callable[..., FaultProxy],
     client_id: str,
 ) -> None:
     proxy = proxy_to()
-    client = started(clients, proxy.address)
+    client = zk_client(proxy.address, session_timeout=4.0)
     paths = ClusterPaths(client_id)
     claims = FireClaims(client, paths, 1.0)
     mine = record("j", "2026-01-01T00:00:00Z", "nonce-1")
@@ -93,8 +77,10 @@ def _resolve(claims: FireClaims, mine: FireRecord) -> Claimed | AlreadyClaimed |
         return None
 
 
-def test_prune_keeps_the_rest(clients: list[KazooClient], zk: str, client_id: str) -> None:
-    claims = FireClaims(started(clients, zk), ClusterPaths(client_id), 3.0)
+def test_prune_keeps_the_rest(
+    zk_client: Callable[..., KazooClient], zk: str, client_id: str
+) -> None:
+    claims = FireClaims(zk_client(zk, session_timeout=4.0), ClusterPaths(client_id), 3.0)
     instants = [f"2026-01-01T00:00:0{i}Z" for i in range(6)]
     for i, instant in enumerate(instants):
         claims.claim(record("j", instant, f"n{i}"))
@@ -105,9 +91,9 @@ def test_prune_keeps_the_rest(clients: list[KazooClient], zk: str, client_id: st
 
 
 def test_lock_excludes_detects_vanishing_and_clears_orphans(
-    clients: list[KazooClient], kazoo: KazooClient, zk: str, client_id: str
+    zk_client: Callable[..., KazooClient], kazoo: KazooClient, zk: str, client_id: str
 ) -> None:
-    client = started(clients, zk)
+    client = zk_client(zk, session_timeout=4.0)
     paths = ClusterPaths(client_id)
     held = HeldLocks()
     session = client.client_id[0]

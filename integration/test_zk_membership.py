@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from kazoo.client import KazooClient
@@ -17,28 +17,11 @@ from integration.harness import wait_until
 from zksched.core.owners import Member
 from zksched.devtools.faultproxy import BLACKHOLE, CORRUPT_ONCE, DROP_REPLIES, PASS, FaultProxy
 from zksched.runtime.cluster import ClusterMembership
-from zksched.zk.connection import ZkSettings, close_quietly, connect, make_client
+from zksched.zk.connection import ZkSettings, close_quietly, connect
 from zksched.zk.membership import MemberReader, MemberRegistration
 from zksched.zk.paths import ClusterPaths
 
 TIMEOUT = 3.0
-
-
-@pytest.fixture
-def clients() -> Iterator[list[KazooClient]]:
-    made: list[KazooClient] = []
-    yield made
-    for client in made:
-        close_quietly(client)
-
-
-def started(
-    clients: list[KazooClient], hosts: str, session_timeout: float = TIMEOUT, **settings: object
-) -> KazooClient:
-    client = make_client(ZkSettings(hosts=hosts, session_timeout=session_timeout, **settings))  # type: ignore[arg-type]
-    client.start(timeout=10)
-    clients.append(client)
-    return client
 
 
 def own_nodes(kazoo: KazooClient, paths: ClusterPaths, member_id: str) -> list[str]:
@@ -48,13 +31,13 @@ def own_nodes(kazoo: KazooClient, paths: ClusterPaths, member_id: str) -> list[s
 
 
 def test_lost_create_reply_never_leaves_two_nodes(
-    clients: list[KazooClient],
+    zk_client: Callable[..., KazooClient],
     kazoo: KazooClient,
     proxy_to: Callable[..., FaultProxy],
     client_id: str,
 ) -> None:
     proxy = proxy_to()
-    client = started(clients, proxy.address)
+    client = zk_client(proxy.address)
     paths = ClusterPaths(client_id)
     client.ensure_path(paths.members)
     reader = MemberReader(client, paths, 1.0)
@@ -93,9 +76,9 @@ def _pingable(client: KazooClient) -> bool:
 
 
 def test_duplicate_node_of_the_same_session_is_deleted(
-    clients: list[KazooClient], kazoo: KazooClient, zk: str, client_id: str
+    zk_client: Callable[..., KazooClient], kazoo: KazooClient, zk: str, client_id: str
 ) -> None:
-    client = started(clients, zk)
+    client = zk_client(zk)
     paths = ClusterPaths(client_id)
     client.ensure_path(paths.members)
     reader = MemberReader(client, paths, 2.0)
@@ -109,9 +92,9 @@ def test_duplicate_node_of_the_same_session_is_deleted(
 
 
 def test_member_rejoins_after_real_session_expiry(
-    clients: list[KazooClient], kazoo: KazooClient, zk: str, client_id: str
+    zk_client: Callable[..., KazooClient], kazoo: KazooClient, zk: str, client_id: str
 ) -> None:
-    client = started(clients, zk)
+    client = zk_client(zk)
     paths = ClusterPaths(client_id)
     membership = ClusterMembership(client, paths, Member(member_id="m-1"), TIMEOUT)
     lost = threading.Event()
@@ -141,10 +124,10 @@ def test_member_rejoins_after_real_session_expiry(
 
 
 def test_suspended_member_owns_nothing_and_declares_loss_before_expiry(
-    clients: list[KazooClient], proxy_to: Callable[..., FaultProxy], client_id: str
+    zk_client: Callable[..., KazooClient], proxy_to: Callable[..., FaultProxy], client_id: str
 ) -> None:
     proxy = proxy_to()
-    client = started(clients, proxy.address)
+    client = zk_client(proxy.address)
     membership = ClusterMembership(
         client, ClusterPaths(client_id), Member(member_id="m-1"), TIMEOUT
     )
@@ -166,10 +149,13 @@ def test_suspended_member_owns_nothing_and_declares_loss_before_expiry(
 
 
 def test_members_watch_survives_a_reconnect(
-    clients: list[KazooClient], proxy_to: Callable[..., FaultProxy], zk: str, client_id: str
+    zk_client: Callable[..., KazooClient],
+    proxy_to: Callable[..., FaultProxy],
+    zk: str,
+    client_id: str,
 ) -> None:
     proxy = proxy_to()
-    watcher_client = started(clients, proxy.address)
+    watcher_client = zk_client(proxy.address)
     paths = ClusterPaths(client_id)
     watcher = ClusterMembership(watcher_client, paths, Member(member_id="w"), TIMEOUT)
     watcher.start()
@@ -179,7 +165,7 @@ def test_members_watch_survives_a_reconnect(
     proxy.set_mode(PASS)
     wait_until(lambda: watcher.view.active, 10, what="watcher reconnected")
 
-    other = ClusterMembership(started(clients, zk), paths, Member(member_id="o"), TIMEOUT)
+    other = ClusterMembership(zk_client(zk), paths, Member(member_id="o"), TIMEOUT)
     other.start()
     wait_until(lambda: set(watcher.view.table.member_ids) == {"w", "o"}, 5, what="join seen")
     other.stop()
@@ -188,9 +174,9 @@ def test_members_watch_survives_a_reconnect(
 
 
 def test_digest_auth_makes_znodes_read_only_for_others(
-    clients: list[KazooClient], zk: str, client_id: str
+    zk_client: Callable[..., KazooClient], zk: str, client_id: str
 ) -> None:
-    client = started(clients, zk, auth="zksched:s3cret")
+    client = zk_client(zk, auth="zksched:s3cret")
     paths = ClusterPaths(client_id)
     membership = ClusterMembership(client, paths, Member(member_id="m-1"), TIMEOUT)
     membership.start()
@@ -203,7 +189,7 @@ def test_digest_auth_makes_znodes_read_only_for_others(
         assert world and all(a.perms == Permissions.READ for a in world)
         assert any(a.id.scheme == "digest" and a.perms == Permissions.ALL for a in acl)
 
-    stranger = started(clients, zk)
+    stranger = zk_client(zk)
     assert stranger.get(znode)[0]  # anyone may read
     with pytest.raises(NoAuthError):
         stranger.delete(znode)
@@ -212,12 +198,9 @@ def test_digest_auth_makes_znodes_read_only_for_others(
     membership.stop()
 
 
-def test_chroot_is_created_and_used(
-    clients: list[KazooClient], kazoo: KazooClient, zk: str, client_id: str
-) -> None:
+def test_chroot_is_created_and_used(kazoo: KazooClient, zk: str, client_id: str) -> None:
     chroot = f"/chroot-{client_id}"
     client = connect(ZkSettings(hosts=zk + chroot, session_timeout=TIMEOUT), 10)
-    clients.append(client)
     membership = ClusterMembership(
         client, ClusterPaths(client_id), Member(member_id="m-1"), TIMEOUT
     )
@@ -225,14 +208,15 @@ def test_chroot_is_created_and_used(
     wait_until(lambda: membership.view.active, 10, what="joined under the chroot")
     assert kazoo.get_children(f"{chroot}/zksched/{client_id}/members")
     membership.stop()
+    close_quietly(client)
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 def test_member_recovers_when_kazoo_connection_loop_dies(
-    clients: list[KazooClient], proxy_to: Callable[..., FaultProxy], client_id: str
+    zk_client: Callable[..., KazooClient], proxy_to: Callable[..., FaultProxy], client_id: str
 ) -> None:
     proxy = proxy_to()
-    client = started(clients, proxy.address)
+    client = zk_client(proxy.address)
     membership = ClusterMembership(
         client, ClusterPaths(client_id), Member(member_id="m-1"), TIMEOUT
     )
