@@ -49,9 +49,15 @@ def _labels(values: tuple[str, ...]) -> dict[str, str]:
     envvar="ZKSCHED_MEMBER_ID",
     help="Override the member id (default <hostname>-<pid>).",
 )
+# Hidden: skews this member's clock so that the chaos suite can test clock skew between hosts.
+@click.option("--clock-offset", type=float, default=0.0, hidden=True, metavar="SECONDS")
 @click.pass_obj
 def run(
-    ctx: CliContext, labels: tuple[str, ...], session_timeout: float, member_id: str | None
+    ctx: CliContext,
+    labels: tuple[str, ...],
+    session_timeout: float,
+    member_id: str | None,
+    clock_offset: float,
 ) -> None:
     """Run the daemon: join the cluster, keep the owner table, fire owned jobs."""
     settings = ctx.with_session_timeout(session_timeout)
@@ -63,7 +69,11 @@ def run(
     setup_logging(ctx.log_level, ctx.log_format)
     daemon = Daemon(
         DaemonConfig(
-            zk=settings, client_id=ctx.client_id, labels=member_labels, member_id=member_id
+            zk=settings,
+            client_id=ctx.client_id,
+            labels=member_labels,
+            member_id=member_id,
+            clock_offset=clock_offset,
         )
     )
 
