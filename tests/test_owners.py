@@ -24,6 +24,7 @@ from zksched.core.owners import (
     Member,
     MemberRecordError,
     OwnerTable,
+    command_allowed,
     member_from_record,
     sequence_of,
     weight,
@@ -471,3 +472,92 @@ def test_any_decoded_json_is_a_member_or_a_member_record_error(data: object) -> 
 def test_records_round_trip(member_id: str, host: str, pid: int, labels: dict[str, str]) -> None:
     member = Member(member_id, host=host, pid=pid, labels=labels, znode=f"{member_id}.0000000001")
     assert member_from_record(member.znode, json.loads(json.dumps(member.to_record()))) == member
+
+
+# --- command allow-lists -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("patterns", "program", "allowed"),
+    [
+        (None, "/bin/anything", True),
+        (["/usr/local/bin/*"], "/usr/local/bin/backup", True),
+        (["/usr/local/bin/*"], "/usr/bin/backup", False),
+        (["/usr/bin/backup"], "/usr/bin/backup", True),
+        (["/usr/bin/backup"], "/usr/bin/backup2", False),
+        (["/usr/bin/backup"], "/USR/BIN/BACKUP", False),  # case-sensitive on every host
+        (["/usr/local/bin/*"], "/usr/local/bin/../../../bin/sh", False),  # not normal form
+        (["/usr/local/bin/*"], "/usr/local/bin//x", False),
+        (["/usr/local/bin/*"], "/usr/local/bin/./x", False),
+        (["backup-*"], "backup-db", True),  # a bare name as the job wrote it
+        (["/opt/a/*", "/opt/b/run"], "/opt/b/run", True),
+        (["/opt/a/*", "/opt/b/run"], "", False),
+        (["*"], "/anything/at/all", True),
+    ],
+)
+def test_command_allowed(patterns: list[str] | None, program: str, allowed: bool) -> None:
+    assert command_allowed(patterns, program) is allowed
+
+
+def test_a_member_whose_allow_list_refuses_the_command_is_not_eligible() -> None:
+    ms = members(FIVE)
+    table = OwnerTable(ms)
+    job = "nightly-backup"
+    first = table.owner(job, NO_LABELS, "/usr/bin/backup")
+    assert first == GOLDEN_OWNERS[job]
+    restricted = [
+        Member(m.member_id, znode=m.znode, allowed_commands=("/usr/local/bin/*",))
+        if m.member_id == first
+        else m
+        for m in ms
+    ]
+    table = OwnerTable(restricted)
+    second = table.owner(job, NO_LABELS, "/usr/bin/backup")
+    assert second is not None and second != first
+    # The job moves to the member that would win without the refusing one, and no other.
+    assert second == OwnerTable([m for m in ms if m.member_id != first]).owner(job)
+    assert table.owner(job, NO_LABELS, "/usr/local/bin/backup") == first
+    assert table.owner(job) == first  # labels alone: the allow-list is not asked
+
+
+def test_no_member_allows_the_command_means_no_owner() -> None:
+    ms = [Member(m, znode=f"{m}.0000000001", allowed_commands=("/opt/*",)) for m in FIVE]
+    assert OwnerTable(ms).owner("job-00042", NO_LABELS, "/usr/bin/backup") is None
+
+
+def test_labels_and_allow_list_must_both_admit_the_member() -> None:
+    a = Member("a-1", labels={"role": "db"}, allowed_commands=("/opt/*",), znode="a-1.0000000001")
+    b = Member("b-2", labels={"role": "web"}, znode="b-2.0000000001")
+    table = OwnerTable([a, b])
+    assert table.owner("j", {"role": "db"}, "/opt/x") == "a-1"
+    assert table.owner("j", {"role": "db"}, "/usr/bin/x") is None
+    assert table.owner("j", NO_LABELS, "/usr/bin/x") == "b-2"
+
+
+@settings(max_examples=100, deadline=None)
+@given(member_lists(), job_strings, st.sampled_from(["/opt/a/x", "/usr/bin/y", "z"]))
+def test_allow_lists_act_like_removing_refusing_members(
+    ms: list[Member], job: str, program: str
+) -> None:
+    # Give every other member a restrictive allow-list; ranking among the rest must not change.
+    restricted = [
+        Member(m.member_id, znode=m.znode, allowed_commands=("/opt/*",) if i % 2 else None)
+        for i, m in enumerate(ms)
+    ]
+    admitted = [m for m in effective(restricted).values() if m.eligible_for({}, program)]
+    assert OwnerTable(restricted).owner(job, {}, program) == OwnerTable(admitted).owner(job)
+
+
+def test_allow_list_round_trips_and_old_records_allow_everything() -> None:
+    member = Member("a-1", znode="a-1.0000000001", allowed_commands=("/opt/*", "/usr/bin/x"))
+    record = json.loads(json.dumps(member.to_record()))
+    assert record["allowed_commands"] == ["/opt/*", "/usr/bin/x"]
+    assert member_from_record(member.znode, record) == member
+    old = member_from_record("x-1.0000000001", GOOD_RECORD)  # written before allow-lists
+    assert old.allowed_commands is None and old.eligible_for({}, "/any/thing")
+
+
+@pytest.mark.parametrize("bad", ["/opt/*", [1], {"a": "b"}, 3])
+def test_malformed_allow_lists_are_refused(bad: object) -> None:
+    with pytest.raises(MemberRecordError, match="allowed_commands"):
+        member_from_record("x-1.0000000001", {**GOOD_RECORD, "allowed_commands": bad})

@@ -9,21 +9,45 @@ Hash input, documented because every host must agree on it byte for byte:
                                        signed=False)   # MurmurHash3_x64_128, unsigned
 
 encoded as UTF-8. The eligible member (its labels include every key=value pair the job asks
-for) with the highest weight owns the job; on an exact tie the larger member id wins. Member
+for, and whose command allow-list, if it has one, admits the job's argv[0]) with the highest
+weight owns the job; on an exact tie the larger member id wins. Member
 ids (`<hostname>-<pid>`) rather than znode names are hashed, so a member that rejoins on a
 new session keeps the jobs it had.
 """
 
 from __future__ import annotations
 
+import fnmatch
+import posixpath
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from types import MappingProxyType
 from typing import Any
 
 import mmh3
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+@lru_cache(maxsize=256)
+def _allow_list_regex(patterns: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns))
+
+
+def command_allowed(patterns: Sequence[str] | None, program: str) -> bool:
+    """Whether an allow-list (fnmatch patterns on argv[0], case-sensitive) admits `program`.
+
+    None means no allow-list: everything is allowed. A program path that is not in normal
+    form (`.`/`..` segments, `//`) is never admitted, so that `/usr/bin/../../tmp/x` cannot
+    slip through a pattern such as `/usr/bin/*`.
+    """
+    if patterns is None:
+        return True
+    if not program or posixpath.normpath(program) != program:
+        return False
+    return _allow_list_regex(tuple(patterns)).match(program) is not None
 
 
 @dataclass(frozen=True)
@@ -37,16 +61,22 @@ class Member:
     started_at: str = ""
     version: str = ""
     znode: str = ""
+    allowed_commands: tuple[str, ...] | None = None  # None: every command is allowed
 
     def __post_init__(self) -> None:
         # Frozen and hashable all the way down: labels become a read-only view.
         object.__setattr__(self, "labels", MappingProxyType(dict(self.labels)))
+        if self.allowed_commands is not None:
+            object.__setattr__(self, "allowed_commands", tuple(self.allowed_commands))
 
     def __hash__(self) -> int:
         return hash((self.member_id, self.znode))
 
-    def eligible_for(self, required: Mapping[str, str]) -> bool:
-        return all(self.labels.get(key) == value for key, value in required.items())
+    def eligible_for(self, required: Mapping[str, str], program: str | None = None) -> bool:
+        """Labels include `required`, and the allow-list admits `program` (None: not asked)."""
+        if not all(self.labels.get(key) == value for key, value in required.items()):
+            return False
+        return program is None or command_allowed(self.allowed_commands, program)
 
     def to_record(self) -> dict[str, Any]:
         return {
@@ -57,6 +87,9 @@ class Member:
             "started_at": self.started_at,
             "version": self.version,
             "znode": self.znode,
+            "allowed_commands": (
+                list(self.allowed_commands) if self.allowed_commands is not None else None
+            ),
         }
 
 
@@ -88,7 +121,8 @@ class OwnerTable:
             sorted(newest.values(), key=lambda m: m.member_id)
         )
         self._ids = tuple(m.member_id for m in self._members)
-        self._memo: dict[tuple[str, frozenset[tuple[str, str]]], str | None] = {}
+        self._memo: dict[tuple[str, frozenset[tuple[str, str]], str | None], str | None] = {}
+        self._any_allow_list = any(m.allowed_commands is not None for m in self._members)
 
     @property
     def members(self) -> tuple[Member, ...]:
@@ -107,15 +141,25 @@ class OwnerTable:
     def __hash__(self) -> int:
         return hash(self._members)
 
-    def owner(self, job: str, labels: Mapping[str, str] = _EMPTY) -> str | None:
-        """The member id that owns `job`, or None when no live member is eligible."""
-        key = (job, frozenset(labels.items()))
+    def owner(
+        self, job: str, labels: Mapping[str, str] = _EMPTY, program: str | None = None
+    ) -> str | None:
+        """The member id that owns `job`, or None when no live member is eligible.
+
+        `program` is the job's argv[0]: members whose allow-list refuses it are not eligible.
+        None leaves allow-lists out (only for asking who would own it by labels alone).
+        """
+        if not self._any_allow_list:
+            program = None  # nobody restricts commands: one memo entry per job
+        key = (job, frozenset(labels.items()), program)
         try:
             return self._memo[key]
         except KeyError:
             pass
         candidates: Sequence[Member] = (
-            self._members if not labels else [m for m in self._members if m.eligible_for(labels)]
+            self._members
+            if not labels and program is None
+            else [m for m in self._members if m.eligible_for(labels, program)]
         )
         best: str | None = None
         best_weight = -1
@@ -151,6 +195,11 @@ def member_from_record(znode: str, data: object) -> Member:
         isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
     ):
         raise MemberRecordError("member record labels are not a string-to-string table")
+    allowed = data.get("allowed_commands")
+    if allowed is not None and (
+        not isinstance(allowed, list) or not all(isinstance(p, str) for p in allowed)
+    ):
+        raise MemberRecordError("member record allowed_commands is not a list of strings")
     pid = data.get("pid", 0)
     if not isinstance(pid, int) or isinstance(pid, bool):
         raise MemberRecordError("member record pid is not an integer")
@@ -166,4 +215,5 @@ def member_from_record(znode: str, data: object) -> Member:
         started_at=started_at,
         version=version,
         znode=znode,
+        allowed_commands=tuple(allowed) if allowed is not None else None,
     )
