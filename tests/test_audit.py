@@ -170,6 +170,12 @@ def test_unreadable_records_cover_their_node_and_are_problems() -> None:
     assert result.problems == [f"unreadable fire record {iso(2)!r}"]
 
 
+def test_records_with_wrong_field_types_count_as_unreadable() -> None:
+    odd = [fire(2, extra=[1]), fire(3, session=[7]), fire(4, scheduled=4)]
+    result = audit_job(history([fire(1), *odd]), LIVE, None, now_after(4))
+    assert result.gaps == [] and len(result.problems) == 3
+
+
 def test_paused_jobs_expect_nothing_and_invalid_ones_are_problems() -> None:
     paused = audit_job(history([], spec=spec(paused=True)), LIVE, None, now_after(100))
     assert paused.expected == 0 and paused.clean

@@ -172,7 +172,7 @@ def covered_intervals(fires: tuple[StoredFire, ...]) -> list[tuple[datetime, dat
         node_instant = _instant(fire.node)
         if node_instant is not None:
             raw.append((node_instant, node_instant))
-        record = fire.record
+        record = well_formed(fire.record)
         if record is None:
             continue
         scheduled = _instant(record.scheduled)
@@ -207,6 +207,25 @@ def uncovered(
     return out
 
 
+def well_formed(record: FireRecord | None) -> FireRecord | None:
+    """The record if its fields have the types the audit relies on (hand-written or corrupt
+    records may not), else None: it is then treated as unreadable."""
+    if record is None:
+        return None
+    # Typed as object: from_json takes stored JSON as it comes.
+    strings: tuple[object, ...] = (record.job, record.scheduled, record.state, record.member_id)
+    session: object = record.session
+    extra: object = record.extra
+    reason: object = record.skip_reason
+    if not all(isinstance(v, str) for v in strings):
+        return None
+    if not isinstance(session, int) or not isinstance(extra, dict):
+        return None
+    if reason is not None and not isinstance(reason, str):
+        return None
+    return record
+
+
 def _skip_count(record: FireRecord) -> int:
     count = record.extra.get("count")
     if isinstance(count, int) and not isinstance(count, bool) and count >= 1:
@@ -232,7 +251,7 @@ def audit_job(
     # What the records say.
     claims: dict[datetime, int] = defaultdict(int)
     for fire in sorted(history.fires, key=lambda f: f.node):
-        record = fire.record
+        record = well_formed(fire.record)
         if record is None:
             result.problems.append(f"unreadable fire record {fire.node!r:.60}")
             continue
