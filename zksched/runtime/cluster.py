@@ -58,8 +58,9 @@ class ClusterView:
             and any(m.znode == self.my_znode for m in self.table.members)
         )
 
-    def owns(self, job: str, labels: Mapping[str, str]) -> bool:
-        return self.active and self.table.owner(job, labels) == self.member_id
+    def owns(self, job: str, labels: Mapping[str, str], program: str | None = None) -> bool:
+        """`program` (the job's argv[0]) takes members' command allow-lists into account."""
+        return self.active and self.table.owner(job, labels, program) == self.member_id
 
     @property
     def digest(self) -> str:

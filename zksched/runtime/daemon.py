@@ -43,6 +43,8 @@ class DaemonConfig:
     on_session_loss: Literal["terminate", "continue"] = "terminate"
     stop_grace: float = 30.0  # how long a graceful stop lets running commands finish
     clock_offset: float = 0.0  # tests only: skew this member's clock
+    # fnmatch patterns on a job's argv[0]; None: every command may run on this member.
+    allowed_commands: tuple[str, ...] | None = None
 
 
 class Daemon:
@@ -60,6 +62,7 @@ class Daemon:
             labels=dict(config.labels),
             started_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             version=__version__,
+            allowed_commands=config.allowed_commands,
         )
         self.cluster = ClusterMembership(
             self.client,
@@ -81,6 +84,7 @@ class Daemon:
                 member_id=config.member_id,
                 on_session_loss=config.on_session_loss,
                 call_timeout=call_timeout,
+                allowed_commands=config.allowed_commands,
             ),
             self.clock,
         )

@@ -28,6 +28,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from zksched.core.firekey import fire_key, format_utc
 from zksched.core.fires import FireRecord
 from zksched.core.jobspec import JobSpec
+from zksched.core.owners import command_allowed
 from zksched.runtime.clock import Clock
 from zksched.runtime.cluster import ClusterMembership
 from zksched.runtime.runner import CommandRunner, RunningCommand, RunRequest
@@ -48,6 +49,7 @@ class FireSettings:
     member_id: str
     on_session_loss: Literal["terminate", "continue"] = "terminate"
     call_timeout: float = 3.0
+    allowed_commands: tuple[str, ...] | None = None  # None: every command may run here
 
 
 @dataclass
@@ -121,7 +123,12 @@ class FirePath:
         view = self._membership.view
         if not view.connected or view.session_id is None:
             return self._skip(spec.name, "not-connected", key)
-        if kind != "trigger" and not view.owns(spec.name, spec.labels):
+        if not command_allowed(self._settings.allowed_commands, spec.command[0]):
+            # Defence in depth: the owner table already leaves us out, unless it is stale.
+            return self._skip(
+                spec.name, "command-not-allowed", f"{key}: {spec.command[0]!r} is not allowed here"
+            )
+        if kind != "trigger" and not view.owns(spec.name, spec.labels, spec.command[0]):
             log.debug("%s: no longer the owner; leaving it to the new one", key)
             return "moved"
         if spec.paused and kind != "trigger":
@@ -157,7 +164,7 @@ class FirePath:
             claimed_at=self._clock.iso(),
             kind=kind,
         )
-        outcome = self._claim(record, spec.labels)
+        outcome = self._claim(record, spec.labels, spec.command[0])
         t_claimed = self._clock.now()
         if not isinstance(outcome, Claimed):
             if lock is not None:
@@ -170,7 +177,7 @@ class FirePath:
         return self._run(spec, outcome, lock, key, t_due, t_claimed)
 
     def _claim(
-        self, record: FireRecord, labels: Mapping[str, str]
+        self, record: FireRecord, labels: Mapping[str, str], program: str | None = None
     ) -> Claimed | AlreadyClaimed | None:
         """Claim, or find out what became of a claim whose reply was lost. None: unknown."""
         try:
@@ -192,7 +199,9 @@ class FirePath:
                     continue
                 if found is not None:
                     return found
-                if record.kind != "trigger" and not self._membership.view.owns(record.job, labels):
+                if record.kind != "trigger" and not self._membership.view.owns(
+                    record.job, labels, program
+                ):
                     return None
                 try:  # certainly not created: try once more
                     return self._claims.claim(record)

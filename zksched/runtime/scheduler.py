@@ -81,6 +81,7 @@ class FireScheduler:
         self._dispatching = True
         self._thread: threading.Thread | None = None
         self._triggers_in_flight: set[str] = set()
+        self._refused: set[tuple[str, str]] = set()  # (job, argv[0]) our allow-list refused
         self.heartbeat = 0.0
 
     # -- inputs (from other threads: store and wake, nothing else) ----------------------------
@@ -220,8 +221,14 @@ class FireScheduler:
         if view is not None and view.active and self._dispatching:
             for name, entry in self._jobs.entries.items():
                 spec = entry.spec
-                if spec is not None and view.owns(name, spec.labels):
+                if spec is None:
+                    continue
+                if view.owns(name, spec.labels, spec.command[0]):
                     desired[name] = (spec, entry.updated_at)
+                elif view.owns(name, spec.labels):
+                    # Ours by labels, refused by our allow-list: the table gave it to the
+                    # next eligible member. Say so once per job and command.
+                    self._note_refused(name, spec.command[0])
         for name in list(self._owned):
             owned = self._owned[name]
             want = desired.get(name)
@@ -249,6 +256,18 @@ class FireScheduler:
                 len(taken),
                 extra={"event": "owned", "owned": len(self._owned), "taken": len(taken)},
             )
+
+    def _note_refused(self, name: str, program: str) -> None:
+        """Report a job this member's command allow-list refuses (lock held; once each)."""
+        if (name, program) in self._refused:
+            return
+        self._refused = {k for k in self._refused if k[0] in self._jobs.entries}
+        self._refused.add((name, program))
+        self._skips.skip(
+            name,
+            "command-not-allowed",
+            f"{program!r} is not in this member's allowed_commands; another member runs it",
+        )
 
     def _begin_catchup(self, name: str, owned: _Owned, now: float, since: float | None) -> None:
         """Queue a catch-up if any instant could have been missed (lock held)."""
