@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import sys
 from types import FrameType
+from typing import Literal
 
 import click
 from kazoo.exceptions import KazooException, NoNodeError
@@ -49,6 +50,35 @@ def _labels(values: tuple[str, ...]) -> dict[str, str]:
     envvar="ZKSCHED_MEMBER_ID",
     help="Override the member id (default <hostname>-<pid>).",
 )
+@click.option(
+    "--concurrency",
+    type=click.IntRange(1, 4096),
+    default=32,
+    show_default=True,
+    help="Commands this member runs at once.",
+)
+@click.option(
+    "--on-session-loss",
+    type=click.Choice(["terminate", "continue"]),
+    default="terminate",
+    show_default=True,
+    help="What happens to a running command when the session may be lost.",
+)
+@click.option(
+    "--stop-grace",
+    type=click.FloatRange(0, 86_400),
+    default=30.0,
+    show_default=True,
+    help="Seconds a graceful stop lets running commands finish.",
+)
+@click.option(
+    "--allow-command",
+    "allowed_commands",
+    multiple=True,
+    metavar="PATTERN",
+    help="Only run jobs whose argv[0] matches one of these fnmatch patterns (repeatable); "
+    "other jobs go to members that allow them. Default: every command.",
+)
 # Hidden: skews this member's clock so that the chaos suite can test clock skew between hosts.
 @click.option("--clock-offset", type=float, default=0.0, hidden=True, metavar="SECONDS")
 @click.pass_obj
@@ -57,11 +87,18 @@ def run(
     labels: tuple[str, ...],
     session_timeout: float,
     member_id: str | None,
+    concurrency: int,
+    on_session_loss: Literal["terminate", "continue"],
+    stop_grace: float,
+    allowed_commands: tuple[str, ...],
     clock_offset: float,
 ) -> None:
     """Run the daemon: join the cluster, keep the owner table, fire owned jobs."""
     settings = ctx.with_session_timeout(session_timeout)
     member_labels = _labels(labels)
+    for pattern in allowed_commands:
+        if not pattern.strip() or any(ord(c) < 32 for c in pattern):
+            raise invalid(f"--allow-command: {pattern!r} is not a usable pattern")
     member_id = member_id or default_member_id()
     problem = name_problem(member_id, "member id")
     if problem:
@@ -73,6 +110,10 @@ def run(
             client_id=ctx.client_id,
             labels=member_labels,
             member_id=member_id,
+            concurrency=concurrency,
+            on_session_loss=on_session_loss,
+            stop_grace=stop_grace,
+            allowed_commands=tuple(allowed_commands) or None,
             clock_offset=clock_offset,
         )
     )
@@ -147,8 +188,10 @@ def owners(ctx: CliContext, jobs: tuple[str, ...], as_json: bool) -> None:
     rows = []
     for name in names:
         entry = entries.get(name)
-        labels = entry.spec.labels if entry is not None and entry.spec is not None else {}
-        owner = table.owner(name, labels) if entry is None or entry.spec is not None else None
+        spec = entry.spec if entry is not None else None
+        labels = spec.labels if spec is not None else {}
+        program = spec.command[0] if spec is not None else None
+        owner = table.owner(name, labels, program) if entry is None or spec is not None else None
         rows.append({"name": name, "owner": owner, "in_table": entry is not None})
     if as_json:
         echo_json(rows)
