@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any
 
 import click
@@ -49,7 +50,7 @@ class Cluster:
     paths: ClusterPaths
     timeout: float
 
-    @property
+    @cached_property
     def table(self) -> OwnerTable:
         return OwnerTable(self.members.members)
 
@@ -60,7 +61,15 @@ class Cluster:
     def owner(self, entry: JobEntry) -> str | None:
         if entry.spec is None:
             return None
-        return self.table.owner(entry.name, entry.spec.labels)
+        return self.table.owner(entry.name, entry.spec.labels, entry.spec.command[0])
+
+    def owner_note(self, entry: JobEntry) -> str | None:
+        """Why no live member may run the job, when none may."""
+        if entry.spec is None or self.owner(entry) is not None:
+            return None
+        if self.table.owner(entry.name, entry.spec.labels) is not None:
+            return "no member allows this command"
+        return "no live member has its labels" if entry.spec.labels else "no live member"
 
 
 @contextmanager
@@ -207,6 +216,7 @@ def job_row(c: Cluster, entry: JobEntry, last: FireRecord | None) -> dict[str, A
         "timezone": spec.timezone if spec else None,
         "paused": spec.paused if spec else None,
         "owner": c.owner(entry),
+        "owner_note": c.owner_note(entry),
         "next_fire": _next_fire(entry),
         "last_result": last.shown_state(c.live_sessions) if last else None,
         "last_scheduled": last.scheduled if last else None,
@@ -238,7 +248,7 @@ def list_jobs(ctx: CliContext, as_json: bool) -> None:
                 r["schedule"] or "-",
                 r["timezone"],
                 r["paused"],
-                r["owner"],
+                r["owner"] or (f"- ({r['owner_note']})" if r["owner_note"] else None),
                 r["next_fire"],
                 f"INVALID: {r['error']}"
                 if r["error"]
