@@ -142,6 +142,7 @@ def main() -> None:
 
 
 # Commands register themselves on `cli` when their modules are imported.
+from zksched.cli import audit_cmds as _audit_cmds  # noqa: E402,F401
 from zksched.cli import cluster_cmds as _cluster_cmds  # noqa: E402,F401
 from zksched.cli import jobs_cmds as _jobs_cmds  # noqa: E402,F401
 from zksched.cli import schedule_cmds as _schedule_cmds  # noqa: E402,F401
