@@ -18,6 +18,7 @@ from zksched.core.owners import Member
 from zksched.runtime.clock import Clock
 from zksched.runtime.cluster import ClusterMembership, ClusterView
 from zksched.runtime.firing import FirePath, FireSettings
+from zksched.runtime.http import DaemonStatus, HttpEndpoint
 from zksched.runtime.jobs import JobTableWatcher
 from zksched.runtime.runner import CommandRunner
 from zksched.runtime.scheduler import FireScheduler
@@ -43,6 +44,7 @@ class DaemonConfig:
     on_session_loss: Literal["terminate", "continue"] = "terminate"
     stop_grace: float = 30.0  # how long a graceful stop lets running commands finish
     clock_offset: float = 0.0  # tests only: skew this member's clock
+    http: str | None = None  # HOST:PORT of /metrics, /healthz, /readyz and /; None: off
     # fnmatch patterns on a job's argv[0]; None: every command may run on this member.
     allowed_commands: tuple[str, ...] | None = None
 
@@ -106,6 +108,12 @@ class Daemon:
         self._stop_requested = threading.Event()
         self._started = False
         self._stopped = False
+        self.status = DaemonStatus(self)
+        self.http = HttpEndpoint(self.status, config.http) if config.http else None
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop_requested.is_set()
 
     @property
     def view(self) -> ClusterView:
@@ -115,6 +123,8 @@ class Daemon:
         if self._started:
             return
         self._started = True
+        if self.http is not None:
+            self.http.start()  # first: a port in use fails before joining the cluster
         log.info(
             "starting member %s of cluster %s (ZooKeeper %s, session timeout %gs)",
             self.member.member_id,
@@ -149,6 +159,8 @@ class Daemon:
         self.scheduler.stop(wait_for_running=self.config.stop_grace)
         self.fire_path.flush_unwritten()
         close_quietly(self.client)
+        if self.http is not None:
+            self.http.stop()
         log.info("stopped after %.1fs", time.monotonic() - started, extra={"event": "stopped"})
 
     def run(self) -> None:

@@ -83,6 +83,8 @@ class FireScheduler:
         self._triggers_in_flight: set[str] = set()
         self._refused: set[tuple[str, str]] = set()  # (job, argv[0]) our allow-list refused
         self.heartbeat = 0.0
+        # (job, instants to run), on a fire worker thread, for each catch-up (metrics)
+        self.catchup_observers: list[Callable[[str, int], None]] = []
 
     # -- inputs (from other threads: store and wake, nothing else) ----------------------------
 
@@ -330,6 +332,8 @@ class FireScheduler:
                 spec.catchup,
                 extra={"event": "catchup", "job": name, "count": len(plan.run)},
             )
+            for observer in self.catchup_observers:
+                observer(name, len(plan.run))
         for instant in plan.run:
             with self._cv:
                 current = self._owned.get(name)

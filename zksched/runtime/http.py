@@ -1,0 +1,364 @@
+"""The daemon's HTTP endpoint: `/metrics`, `/healthz`, `/readyz` and the status page `/`.
+
+stdlib `ThreadingHTTPServer` on a daemon thread. Handlers only read what the daemon already
+holds in memory (the cluster view, the job table snapshot, the scheduler's owned set, the
+recent fires and skips collected here); they never call ZooKeeper, so a slow or cut-off
+ZooKeeper cannot make a probe hang.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING
+
+from zksched import __version__
+from zksched.runtime.metrics import DaemonMetrics
+from zksched.runtime.statuspage import (
+    FireResult,
+    JobRow,
+    MemberRow,
+    SkipRow,
+    StatusSnapshot,
+    render_status_page,
+)
+
+if TYPE_CHECKING:
+    from zksched.runtime.daemon import Daemon
+
+log = logging.getLogger(__name__)
+
+DEFAULT_HTTP = "127.0.0.1:9464"  # loopback only unless asked; a port in the exporters' 9xxx range
+RESULTS_PER_JOB = 3
+RECENT_FIRES = 50
+RECENT_SKIPS = 100
+
+
+class HttpUnavailable(RuntimeError):
+    """The endpoint cannot listen where it was asked to (in use, no permission, bad host)."""
+
+
+def parse_http_address(text: str) -> tuple[str, int]:
+    """`host:port`, `[v6]:port` or `:port` (every interface) -> (host, port); ValueError."""
+    host, sep, port_text = text.rpartition(":")
+    if not sep or not port_text.isdigit():
+        raise ValueError(f"--http {text!r}: expected HOST:PORT, e.g. 127.0.0.1:9464")
+    port = int(port_text)
+    if port > 65535:
+        raise ValueError(f"--http {text!r}: port {port} is out of range")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host or "0.0.0.0", port
+
+
+class ActivityLog:
+    """What this member did recently, bounded: last results per job, recent fires and skips."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_job: dict[str, deque[FireResult]] = {}
+        self._fires: deque[FireResult] = deque(maxlen=RECENT_FIRES)
+        self._skips: deque[SkipRow] = deque(maxlen=RECENT_SKIPS)
+
+    def on_fire(self, event: Mapping[str, object]) -> None:
+        result = _fire_result(event)
+        with self._lock:
+            self._fires.appendleft(result)
+            per_job = self._by_job.get(result.job)
+            if per_job is None:
+                per_job = self._by_job[result.job] = deque(maxlen=RESULTS_PER_JOB)
+            per_job.appendleft(result)
+
+    def on_skip(self, job: str, reason: str, count: int) -> None:
+        with self._lock:
+            self._skips.appendleft(SkipRow(time.time(), job, reason, count))
+
+    def last_results(self) -> dict[str, tuple[FireResult, ...]]:
+        with self._lock:
+            return {job: tuple(results) for job, results in self._by_job.items()}
+
+    def recent(self) -> tuple[tuple[FireResult, ...], tuple[SkipRow, ...]]:
+        with self._lock:
+            return tuple(self._fires), tuple(self._skips)
+
+    def forget_jobs_except(self, names: set[str]) -> None:
+        """Drop deleted jobs' results, so the per-job map stays bounded by the job table."""
+        with self._lock:
+            for job in [j for j in self._by_job if j not in names]:
+                del self._by_job[job]
+
+
+def _fire_result(event: Mapping[str, object]) -> FireResult:
+    def number(key: str) -> float:
+        value = event.get(key)
+        return float(value) if isinstance(value, int | float) else 0.0
+
+    exit_code, token = event.get("exit_code"), event.get("fencing_token")
+    return FireResult(
+        job=str(event.get("job", "")),
+        fire_key=str(event.get("fire_key", "")),
+        kind=str(event.get("kind", "")),
+        status=str(event.get("status", "")),
+        exit_code=exit_code if isinstance(exit_code, int) else None,
+        started_ts=number("started_ts"),
+        duration_s=max(0.0, number("finished_ts") - number("started_ts")),
+        delay_ms=number("delay_ms"),
+        fencing_token=token if isinstance(token, int) else None,
+    )
+
+
+@dataclass(frozen=True)
+class Probe:
+    ok: bool
+    reason: str
+
+
+class DaemonStatus:
+    """Health, readiness, metrics and the status snapshot of one daemon, from memory only."""
+
+    def __init__(self, daemon: Daemon) -> None:
+        self._daemon = daemon
+        self.activity = ActivityLog()
+        self.metrics = DaemonMetrics(
+            owned_jobs=lambda: len(daemon.scheduler.owned_jobs()),
+            members=lambda: len(daemon.cluster.view.table),
+            session_connected=lambda: 1.0 if daemon.cluster.view.connected else 0.0,
+            clock_offset=lambda: clock_offsets(daemon).get(daemon.member.member_id),
+        )
+        daemon.fire_path.observers.append(self._on_fire)
+        daemon.skips.listeners.append(self._on_skip)
+        daemon.scheduler.catchup_observers.append(self.metrics.on_catchup)
+        # A loop that has not beaten for this long is stuck: every loop wakes at least once a
+        # second, and its ZooKeeper calls are bounded by fractions of the session timeout.
+        self.stale_after = max(10.0, 3 * daemon.config.zk.session_timeout)
+
+    def _on_fire(self, event: Mapping[str, object]) -> None:
+        self.metrics.on_fire(event)
+        self.activity.on_fire(event)
+
+    def _on_skip(self, job: str, reason: str, count: int) -> None:
+        self.metrics.on_skip(job, reason, count)
+        self.activity.on_skip(job, reason, count)
+
+    def health(self) -> Probe:
+        d = self._daemon
+        if d.stopping:
+            return Probe(False, "stopping")
+        now_mono, now_clock = time.monotonic(), d.clock.now()
+        ages = {
+            "cluster coordinator": now_mono - d.cluster.heartbeat,
+            "job table watcher": now_mono - d.jobs.heartbeat,
+            "fire timer": now_clock - d.scheduler.heartbeat,  # the timer beats on d.clock
+        }
+        stale = [
+            f"{name} last beat {age:.0f}s ago"
+            for name, age in ages.items()
+            if age > self.stale_after
+        ]
+        if stale:
+            return Probe(False, "; ".join(stale))
+        return Probe(True, "ok")
+
+    def readiness(self) -> Probe:
+        d = self._daemon
+        view = d.cluster.view
+        if d.stopping:
+            return Probe(False, "stopping")
+        if not view.connected:
+            return Probe(False, "not connected to ZooKeeper")
+        if not view.active:
+            return Probe(False, "not in the member table yet")
+        if d.jobs.snapshot.generation < 0:
+            return Probe(False, "job table not read yet")
+        return Probe(True, "ok")
+
+    def snapshot(self) -> StatusSnapshot:
+        d = self._daemon
+        view = d.cluster.view
+        table = view.table
+        entries = d.jobs.snapshot.entries
+        now = d.clock.now()
+        now_dt = d.clock.now_dt()
+        last = self.activity.last_results()
+        if len(last) > len(entries):
+            self.activity.forget_jobs_except(set(entries))
+        owned_count: dict[str, int] = {}
+        jobs: list[JobRow] = []
+        for name in sorted(entries):
+            entry = entries[name]
+            spec = entry.spec
+            if spec is None:
+                jobs.append(JobRow(name, None, None, False, None, None, (), entry.error))
+                continue
+            owner = table.owner(name, spec.labels)
+            if owner is not None:
+                owned_count[owner] = owned_count.get(owner, 0) + 1
+            next_fire = None
+            if not spec.paused:
+                try:
+                    next_fire = spec.schedule_obj.next_fire(now_dt)
+                except Exception:  # a schedule with no future instant (Feb 30)
+                    next_fire = None
+            jobs.append(
+                JobRow(
+                    name=name,
+                    schedule=spec.schedule,
+                    timezone=spec.timezone,
+                    paused=spec.paused,
+                    owner=owner,
+                    next_fire=next_fire,
+                    last=last.get(name, ()),
+                    labels=spec.labels,
+                )
+            )
+        offsets = clock_offsets(d)
+        members = [
+            MemberRow(
+                member_id=m.member_id,
+                host=m.host,
+                pid=m.pid,
+                labels=m.labels,
+                started_at=m.started_at,
+                clock_offset=offsets.get(m.member_id),
+                owned=owned_count.get(m.member_id, 0),
+                is_self=m.member_id == view.member_id,
+            )
+            for m in sorted(table.members, key=lambda m: m.member_id)
+        ]
+        fires, skips = self.activity.recent()
+        ready, health = self.readiness(), self.health()
+        return StatusSnapshot(
+            client_id=d.config.client_id,
+            member_id=view.member_id,
+            version=__version__,
+            generated_at=now,
+            connected=view.connected,
+            ready_problem=None if ready.ok else ready.reason,
+            health_problem=None if health.ok else health.reason,
+            table_generation=d.jobs.snapshot.generation,
+            members=members,
+            jobs=jobs,
+            skips=skips,
+            fires=fires,
+            skip_totals=dict(d.skips.counts),
+        )
+
+
+def clock_offsets(daemon: Daemon) -> dict[str, float]:
+    """Each member's clock offset from ZooKeeper's clock, where the daemon knows it.
+
+    The clock probe that measures these is not part of the daemon yet: until it is, every
+    offset is unknown (the page says so, the gauge is NaN).
+    """
+    del daemon
+    return {}
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True  # a stuck client never holds up the daemon's exit
+    status: DaemonStatus
+
+
+class _Server6(_Server):
+    address_family = socket.AF_INET6
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    timeout = 10  # a client that sends nothing is dropped instead of holding a thread
+    server_version = f"zksched/{__version__}"
+
+    def do_GET(self) -> None:
+        self._respond(send_body=True)
+
+    def do_HEAD(self) -> None:
+        self._respond(send_body=False)
+
+    def _respond(self, send_body: bool) -> None:
+        status = self.server.status
+        path = self.path.split("?", 1)[0]
+        try:
+            if path == "/metrics":
+                code, ctype, body = 200, status.metrics.content_type, status.metrics.exposition()
+            elif path in ("/healthz", "/readyz"):
+                probe = status.health() if path == "/healthz" else status.readiness()
+                code = 200 if probe.ok else 503
+                ctype, body = "text/plain; charset=utf-8", (probe.reason + "\n").encode()
+            elif path in ("/", "/index.html"):
+                page = render_status_page(status.snapshot())
+                code, ctype, body = 200, "text/html; charset=utf-8", page.encode()
+            else:
+                code, ctype, body = 404, "text/plain; charset=utf-8", b"not found\n"
+        except Exception:
+            log.exception("HTTP %s failed", path)
+            code, ctype, body = 500, "text/plain; charset=utf-8", b"internal error\n"
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        # The page needs no script and no outside resource: forbid both.
+        self.send_header("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
+        self.end_headers()
+        if send_body:
+            self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        log.debug("http %s " + format, self.address_string(), *args)
+
+
+class HttpEndpoint:
+    """Listens on `address` (HOST:PORT; port 0 picks a free one) once started."""
+
+    def __init__(self, status: DaemonStatus, address: str) -> None:
+        self.status = status
+        self.host, self.port = parse_http_address(address)
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        host = self.host if ":" not in self.host else f"[{self.host}]"
+        return f"http://{host}:{self.port}"
+
+    def start(self) -> None:
+        """Bind now (HttpUnavailable if it cannot), then serve on a daemon thread."""
+        if self._server is not None:
+            return
+        server_class = _Server6 if ":" in self.host else _Server
+        try:
+            server = server_class((self.host, self.port), _Handler)
+        except OSError as exc:
+            raise HttpUnavailable(
+                f"--http {self.host}:{self.port}: cannot listen: {exc.strerror or exc}"
+            ) from None
+        server.status = self.status
+        self.port = server.server_address[1]
+        self._server = server
+        self._thread = threading.Thread(
+            target=server.serve_forever,
+            kwargs={"poll_interval": 0.5},
+            name="zksched-http",
+            daemon=True,
+        )
+        self._thread.start()
+        log.info(
+            "HTTP endpoint on %s (/metrics /healthz /readyz /)",
+            self.url,
+            extra={"event": "http", "url": self.url},
+        )
+
+    def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.shutdown()
+        server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
