@@ -4,7 +4,8 @@ Each benchmark is one function registered with `@benchmark(...)`: it gets a `Ben
 prints a human-readable table on stdout, and returns a JSON-able dict that `main` writes to
 `<out>/<name>-<UTC timestamp>.json` together with the machine it ran on, so numbers from
 different runs and hosts can be compared later. `--quick` asks every benchmark for small
-sizes that finish in seconds (CI runs `scripts/bench --quick owners` as a smoke test).
+sizes that finish in seconds (CI runs every benchmark with `--quick` as a smoke test, in
+integration/test_bench_quick.py).
 
 Results and docs: docs/benchmarks.md.
 """
@@ -431,5 +432,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+# The cluster benchmarks register themselves into BENCHMARKS (they import this module).
+from zksched.devtools import bench_cluster as _bench_cluster  # noqa: E402,F401
+
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run as `python -m`, this file is `__main__`, a second copy of the module: dispatch to
+    # the imported one, whose registry the cluster benchmarks filled.
+    from zksched.devtools.bench import main as registered_main
+
+    sys.exit(registered_main())
