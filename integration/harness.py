@@ -130,6 +130,9 @@ class DaemonProcess:
         ]
         for key, value in self.labels.items():
             args += ["--label", f"{key}={value}"]
+        # Off unless a test asks (a later --http in extra_args wins): daemons of concurrent
+        # tests would otherwise all want the default port, and all but one would exit 2.
+        args += ["--http", ""]
         args += self.extra_args
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(

@@ -19,6 +19,7 @@ from zksched.core.jobtable import parse_stored
 from zksched.core.names import name_problem, parse_label
 from zksched.core.owners import OwnerTable
 from zksched.runtime.daemon import Daemon, DaemonConfig, default_member_id
+from zksched.runtime.http import DEFAULT_HTTP, HttpUnavailable, parse_http_address
 from zksched.runtime.logs import setup_logging
 from zksched.zk.jobstore import ConcurrentChange, CorruptTable, JobStore
 from zksched.zk.membership import MemberReader, MemberSnapshot
@@ -79,6 +80,14 @@ def _labels(values: tuple[str, ...]) -> dict[str, str]:
     help="Only run jobs whose argv[0] matches one of these fnmatch patterns (repeatable); "
     "other jobs go to members that allow them. Default: every command.",
 )
+@click.option(
+    "--http",
+    envvar="ZKSCHED_HTTP",
+    default=DEFAULT_HTTP,
+    show_default=True,
+    metavar="HOST:PORT",
+    help='Serve /metrics (Prometheus), /healthz, /readyz and a status page at /; "" turns it off.',
+)
 # Hidden: skews this member's clock so that the chaos suite can test clock skew between hosts.
 @click.option("--clock-offset", type=float, default=0.0, hidden=True, metavar="SECONDS")
 @click.pass_obj
@@ -91,6 +100,7 @@ def run(
     on_session_loss: Literal["terminate", "continue"],
     stop_grace: float,
     allowed_commands: tuple[str, ...],
+    http: str,
     clock_offset: float,
 ) -> None:
     """Run the daemon: join the cluster, keep the owner table, fire owned jobs."""
@@ -103,6 +113,11 @@ def run(
     problem = name_problem(member_id, "member id")
     if problem:
         raise invalid(problem)
+    if http:
+        try:
+            parse_http_address(http)
+        except ValueError as exc:
+            raise invalid(str(exc)) from None
     setup_logging(ctx.log_level, ctx.log_format)
     daemon = Daemon(
         DaemonConfig(
@@ -115,6 +130,7 @@ def run(
             stop_grace=stop_grace,
             allowed_commands=tuple(allowed_commands) or None,
             clock_offset=clock_offset,
+            http=http or None,
         )
     )
 
@@ -123,7 +139,10 @@ def run(
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    daemon.run()
+    try:
+        daemon.run()
+    except HttpUnavailable as exc:  # raised before joining: nothing to undo
+        raise invalid(str(exc)) from None
     sys.exit(0)
 
 
