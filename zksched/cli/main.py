@@ -7,57 +7,41 @@ command line > envvar > default_map), which beats built-in defaults.
 from __future__ import annotations
 
 import sys
-import tomllib
-from pathlib import Path
 from typing import Any
 
 import click
 
 from zksched import __version__
-from zksched.cli.errors import CliFailure, invalid
+from zksched.cli.errors import CliFailure
 
 DEFAULT_ZK = "127.0.0.1:2181"
 DEFAULT_CLIENT_ID = "default"
 
 
 def _load_config(ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
-    """Eager: turn the TOML file into click's default_map before any other option is read."""
+    """Eager: turn the checked config file into click's default_map before any other option
+    is read. Without --config or ZKSCHED_CONFIG, /etc/zksched/zksched.toml is used if present.
+
+    A bad file fails every command (exit 2) except `config …`, so that `zksched config check`
+    can still say what is wrong with it: the failure waits in ctx.meta until `cli` runs.
+    """
+    from zksched.cli.config_cmds import config_failure, default_config_path, load_config_file
+    from zksched.core.config import ConfigError
+
     if value is None:
-        return None
-    path = Path(value)
+        value = default_config_path()
+        if value is None:
+            return None
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise invalid(f"config file {value} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise invalid(f"config file {value} cannot be read: {exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise invalid(f"config file {value} is not valid TOML: {exc}") from None
-    ctx.default_map = _config_to_default_map(ctx, data, value)
+        config = load_config_file(value)
+    except ConfigError as exc:
+        ctx.meta[_CONFIG_FAILURE] = config_failure(exc, value)
+        return value
+    ctx.default_map = config.default_map()
     return value
 
 
-def _config_to_default_map(ctx: click.Context, data: dict[str, Any], source: str) -> dict[str, Any]:
-    """Map top-level keys to global options and [command] tables to that command's options."""
-    command = ctx.command
-    assert isinstance(command, click.Group)
-    global_names = {p.name for p in command.params if p.name and p.name != "config"}
-    result: dict[str, Any] = {}
-    for key, value in data.items():
-        name = key.replace("-", "_")
-        if name in global_names:
-            result[name] = value
-            continue
-        sub = command.commands.get(key)
-        if sub is not None and isinstance(value, dict):
-            sub_names = {p.name for p in sub.params if p.name}
-            for sub_key in value:
-                if sub_key.replace("-", "_") not in sub_names:
-                    raise invalid(f"config file {source}: unknown key {key}.{sub_key}")
-            result[key] = {k.replace("-", "_"): v for k, v in value.items()}
-            continue
-        raise invalid(f"config file {source}: unknown key {key}")
-    return result
+_CONFIG_FAILURE = "zksched.config_failure"
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -69,7 +53,8 @@ def _config_to_default_map(ctx: click.Context, data: dict[str, Any], source: str
     is_eager=True,
     expose_value=False,
     envvar="ZKSCHED_CONFIG",
-    help="TOML file with defaults for these options (flags beat env beat the file).",
+    help="Daemon config file (TOML) with defaults for these options and run's; flags beat "
+    "env beat the file. Default: /etc/zksched/zksched.toml when present.",
 )
 @click.option(
     "--zk",
@@ -130,6 +115,9 @@ def cli(ctx: click.Context, /, **options: Any) -> None:
     """zksched: cron jobs that run exactly once across a cluster of hosts."""
     from zksched.cli.context import CliContext
 
+    failure = ctx.meta.get(_CONFIG_FAILURE)
+    if isinstance(failure, CliFailure) and ctx.invoked_subcommand != "config":
+        raise failure
     ctx.obj = CliContext.from_options(options)
 
 
@@ -144,5 +132,6 @@ def main() -> None:
 # Commands register themselves on `cli` when their modules are imported.
 from zksched.cli import audit_cmds as _audit_cmds  # noqa: E402,F401
 from zksched.cli import cluster_cmds as _cluster_cmds  # noqa: E402,F401
+from zksched.cli import config_cmds as _config_cmds  # noqa: E402,F401
 from zksched.cli import jobs_cmds as _jobs_cmds  # noqa: E402,F401
 from zksched.cli import schedule_cmds as _schedule_cmds  # noqa: E402,F401
