@@ -311,6 +311,32 @@ class FirePath:
         except (KazooException, KazooTimeoutError):
             pass  # the skip is still counted and logged
 
+    def record_skip_range(self, spec: JobSpec, first: datetime, last: datetime, count: int) -> None:
+        """One record for the instants a catch-up did not run: at the newest, covering back to
+        the oldest (`extra.covers_from`), so the audit can tell skipped from lost. NodeExists
+        means another member already recorded that instant: fine either way."""
+        view = self._membership.view
+        if not view.connected or view.session_id is None:
+            return
+        scheduled = format_utc(last)
+        record = FireRecord(
+            job=spec.name,
+            scheduled=scheduled,
+            member_id=self._settings.member_id,
+            session=view.session_id,
+            nonce=uuid.uuid4().hex[:16],
+            state="skipped",
+            claimed_at=self._clock.iso(),
+            kind="catchup",
+            skip_reason="outside-catchup-window",
+            extra={"covers_from": format_utc(first), "count": count},
+        )
+        try:
+            if isinstance(self._claims.claim(record), Claimed):
+                self._note_history(spec.name, scheduled)
+        except (KazooException, KazooTimeoutError) as exc:
+            log.warning("could not record the skipped range of %s (%s)", spec.name, exc)
+
     def _write_result(self, claimed: Claimed, record: FireRecord) -> None:
         try:
             self._claims.complete(claimed, record)

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import mmh3
 from kazoo.exceptions import KazooException
@@ -324,6 +324,16 @@ class FireScheduler:
                 f"{plan.skipped} missed instants {span} (catchup = {spec.catchup})",
                 count=plan.skipped,
             )
+            # The newest skipped instant is the one just before the first run (or before
+            # now): the plan counts at most COUNT_LIMIT, so its last_skipped may fall short.
+            newest = spec.schedule_obj.latest_fire(
+                after, plan.run[0] - timedelta(microseconds=1) if plan.run else now
+            )
+            with self._cv:
+                current = self._owned.get(name)
+                still_owned = current is not None and current.generation == generation
+            if still_owned and plan.first_skipped is not None and newest is not None:
+                self._fire_path.record_skip_range(spec, plan.first_skipped, newest, plan.skipped)
         if plan.run:
             log.info(
                 "catching up %s: %d missed instants (catchup = %s)",
