@@ -339,6 +339,9 @@ def parse_config(
         line = int(at.group(1)) if at else None
         if at:
             message = f"{message[: at.start()]} (column {at.group(2)})"
+        elif message.endswith(" (at end of document)"):
+            line = max(1, len(text.splitlines()))
+            message = message.removesuffix(" (at end of document)") + " at the end of the file"
         raise ConfigError([ConfigProblem(None, f"invalid TOML: {message}", line, source)]) from None
     except (RecursionError, ValueError) as exc:
         raise ConfigError(
