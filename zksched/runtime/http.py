@@ -12,8 +12,8 @@ import logging
 import socket
 import threading
 import time
-from collections import deque
-from collections.abc import Mapping
+from collections import Counter, deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING
@@ -22,10 +22,10 @@ from zksched import __version__
 from zksched.runtime.metrics import DaemonMetrics
 from zksched.runtime.statuspage import (
     FireResult,
-    JobRow,
-    MemberRow,
     SkipRow,
     StatusSnapshot,
+    job_rows,
+    member_rows,
     render_status_page,
 )
 
@@ -60,8 +60,10 @@ def parse_http_address(text: str) -> tuple[str, int]:
 class ActivityLog:
     """What this member did recently, bounded: last results per job, recent fires and skips."""
 
-    def __init__(self) -> None:
+    def __init__(self, now: Callable[[], float] = time.time) -> None:
+        self._now = now
         self._lock = threading.Lock()
+        self._skip_totals: Counter[str] = Counter()
         self._by_job: dict[str, deque[FireResult]] = {}
         self._fires: deque[FireResult] = deque(maxlen=RECENT_FIRES)
         self._skips: deque[SkipRow] = deque(maxlen=RECENT_SKIPS)
@@ -77,7 +79,12 @@ class ActivityLog:
 
     def on_skip(self, job: str, reason: str, count: int) -> None:
         with self._lock:
-            self._skips.appendleft(SkipRow(time.time(), job, reason, count))
+            self._skips.appendleft(SkipRow(self._now(), job, reason, count))
+            self._skip_totals[reason] += count
+
+    def skip_totals(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._skip_totals)
 
     def last_results(self) -> dict[str, tuple[FireResult, ...]]:
         with self._lock:
@@ -124,7 +131,7 @@ class DaemonStatus:
 
     def __init__(self, daemon: Daemon) -> None:
         self._daemon = daemon
-        self.activity = ActivityLog()
+        self.activity = ActivityLog(daemon.clock.now)
         self.metrics = DaemonMetrics(
             owned_jobs=lambda: len(daemon.scheduler.owned_jobs()),
             members=lambda: len(daemon.cluster.view.table),
@@ -157,7 +164,7 @@ class DaemonStatus:
             "fire timer": now_clock - d.scheduler.heartbeat,  # the timer beats on d.clock
         }
         stale = [
-            f"{name} last beat {age:.0f}s ago"
+            f"{name} last beat {age:.0f}s ago" if age < 86_400 else f"{name} never ran"
             for name, age in ages.items()
             if age > self.stale_after
         ]
@@ -188,49 +195,8 @@ class DaemonStatus:
         last = self.activity.last_results()
         if len(last) > len(entries):
             self.activity.forget_jobs_except(set(entries))
-        owned_count: dict[str, int] = {}
-        jobs: list[JobRow] = []
-        for name in sorted(entries):
-            entry = entries[name]
-            spec = entry.spec
-            if spec is None:
-                jobs.append(JobRow(name, None, None, False, None, None, (), entry.error))
-                continue
-            owner = table.owner(name, spec.labels)
-            if owner is not None:
-                owned_count[owner] = owned_count.get(owner, 0) + 1
-            next_fire = None
-            if not spec.paused:
-                try:
-                    next_fire = spec.schedule_obj.next_fire(now_dt)
-                except Exception:  # a schedule with no future instant (Feb 30)
-                    next_fire = None
-            jobs.append(
-                JobRow(
-                    name=name,
-                    schedule=spec.schedule,
-                    timezone=spec.timezone,
-                    paused=spec.paused,
-                    owner=owner,
-                    next_fire=next_fire,
-                    last=last.get(name, ()),
-                    labels=spec.labels,
-                )
-            )
-        offsets = clock_offsets(d)
-        members = [
-            MemberRow(
-                member_id=m.member_id,
-                host=m.host,
-                pid=m.pid,
-                labels=m.labels,
-                started_at=m.started_at,
-                clock_offset=offsets.get(m.member_id),
-                owned=owned_count.get(m.member_id, 0),
-                is_self=m.member_id == view.member_id,
-            )
-            for m in sorted(table.members, key=lambda m: m.member_id)
-        ]
+        jobs = job_rows(entries, table, now_dt, last)
+        members = member_rows(table, jobs, view.member_id, clock_offsets(d))
         fires, skips = self.activity.recent()
         ready, health = self.readiness(), self.health()
         return StatusSnapshot(
@@ -246,7 +212,7 @@ class DaemonStatus:
             jobs=jobs,
             skips=skips,
             fires=fires,
-            skip_totals=dict(d.skips.counts),
+            skip_totals=self.activity.skip_totals(),
         )
 
 

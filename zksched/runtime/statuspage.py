@@ -15,6 +15,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from zksched.core.jobtable import JobEntry
+from zksched.core.owners import OwnerTable
+
 REFRESH_SECONDS = 5
 
 
@@ -79,6 +82,64 @@ class StatusSnapshot:
     skips: Sequence[SkipRow]  # newest first
     fires: Sequence[FireResult]  # newest first
     skip_totals: Mapping[str, int] = field(default_factory=dict)
+
+
+def job_rows(
+    entries: Mapping[str, JobEntry],
+    table: OwnerTable,
+    now: datetime,
+    last: Mapping[str, Sequence[FireResult]],
+) -> list[JobRow]:
+    """One row per job, by name: owner from `table`, next instant after `now`. A job's `env`
+    is deliberately not copied: its values may be secrets."""
+    rows: list[JobRow] = []
+    for name in sorted(entries):
+        entry = entries[name]
+        spec = entry.spec
+        if spec is None:
+            rows.append(JobRow(name, None, None, False, None, None, (), entry.error))
+            continue
+        next_fire = None
+        if not spec.paused:
+            try:
+                next_fire = spec.schedule_obj.next_fire(now)
+            except Exception:  # a schedule with no future instant (Feb 30)
+                next_fire = None
+        rows.append(
+            JobRow(
+                name=name,
+                schedule=spec.schedule,
+                timezone=spec.timezone,
+                paused=spec.paused,
+                owner=table.owner(name, spec.labels),
+                next_fire=next_fire,
+                last=tuple(last.get(name, ())),
+                labels=spec.labels,
+            )
+        )
+    return rows
+
+
+def member_rows(
+    table: OwnerTable, jobs: Sequence[JobRow], self_id: str, offsets: Mapping[str, float]
+) -> list[MemberRow]:
+    owned: dict[str, int] = {}
+    for job in jobs:
+        if job.owner is not None:
+            owned[job.owner] = owned.get(job.owner, 0) + 1
+    return [
+        MemberRow(
+            member_id=m.member_id,
+            host=m.host,
+            pid=m.pid,
+            labels=m.labels,
+            started_at=m.started_at,
+            clock_offset=offsets.get(m.member_id),
+            owned=owned.get(m.member_id, 0),
+            is_self=m.member_id == self_id,
+        )
+        for m in sorted(table.members, key=lambda m: m.member_id)
+    ]
 
 
 def e(value: object) -> str:
