@@ -21,6 +21,7 @@ from zksched.core.owners import OwnerTable
 from zksched.runtime.daemon import Daemon, DaemonConfig, default_member_id
 from zksched.runtime.http import DEFAULT_HTTP, HttpUnavailable, parse_http_address
 from zksched.runtime.logs import setup_logging
+from zksched.zk.clocks import ClockReading, read_clocks
 from zksched.zk.jobstore import ConcurrentChange, CorruptTable, JobStore
 from zksched.zk.membership import MemberReader, MemberSnapshot
 
@@ -146,38 +147,74 @@ def run(
     sys.exit(0)
 
 
-def read_members(ctx: CliContext) -> MemberSnapshot:
+def read_members(ctx: CliContext) -> tuple[MemberSnapshot, dict[str, ClockReading | None]]:
+    """The live members and each one's published clock offset (None: not measured yet)."""
     with ctx.client() as client:
         try:
-            return MemberReader(client, ctx.paths, ctx.connect_timeout).read()
+            snapshot = MemberReader(client, ctx.paths, ctx.connect_timeout).read()
+            ids = [m.member_id for m in snapshot.members]
+            return snapshot, read_clocks(client, ctx.paths, ids, ctx.connect_timeout)
         except NoNodeError:
-            return MemberSnapshot(())
+            return MemberSnapshot(()), {}
         except (KazooException, KazooTimeoutError) as exc:
             raise CliFailure(f"reading members failed: {type(exc).__name__}") from None
 
 
+def _offset_text(reading: ClockReading | None) -> str | None:
+    return None if reading is None else f"{reading.offset_ms:+.0f}ms"
+
+
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
+@click.option(
+    "--max-offset",
+    type=click.FloatRange(min=0),
+    default=2.0,
+    show_default=True,
+    help="Warn (on stderr) about members whose clock is further than this from ZooKeeper's, s.",
+)
 @click.pass_obj
-def members(ctx: CliContext, as_json: bool) -> None:
-    """List the live members of the cluster."""
-    snapshot = read_members(ctx)
+def members(ctx: CliContext, as_json: bool, max_offset: float) -> None:
+    """List the live members of the cluster, with each one's clock offset from ZooKeeper's
+    (measured by the member every 10 s; positive = the member's clock is ahead)."""
+    snapshot, clocks = read_members(ctx)
     records = [m.to_record() for m in snapshot.members]
     for record in records:
         record["joined_at"] = record["started_at"]
+        reading = clocks.get(record["member_id"])
+        record["clock_offset_ms"] = round(reading.offset_ms, 1) if reading else None
+        record["clock_rtt_ms"] = round(reading.rtt_ms, 1) if reading else None
     if as_json:
         echo_json(records)
-        return
-    if not records:
+    elif not records:
         click.echo(f"no live members in cluster {ctx.client_id}")
     else:
         echo_table(
-            ["MEMBER", "HOST", "PID", "LABELS", "JOINED", "ZNODE"],
+            ["MEMBER", "HOST", "PID", "LABELS", "JOINED", "OFFSET", "ZNODE"],
             [
-                [r["member_id"], r["host"], r["pid"], r["labels"], r["joined_at"], r["znode"]]
+                [
+                    r["member_id"],
+                    r["host"],
+                    r["pid"],
+                    r["labels"],
+                    r["joined_at"],
+                    _offset_text(clocks.get(r["member_id"])),
+                    r["znode"],
+                ]
                 for r in records
             ],
         )
+    for record in records:
+        offset = record["clock_offset_ms"]
+        if offset is not None and abs(offset) > max_offset * 1000:
+            click.echo(
+                f"warning: member {record['member_id']}'s clock is {abs(offset) / 1000:.1f}s "
+                f"{'ahead of' if offset > 0 else 'behind'} ZooKeeper's "
+                f"(more than --max-offset {max_offset:g}s)",
+                err=True,
+            )
+    if as_json:
+        return
     for znode, why in snapshot.invalid.items():
         click.echo(f"warning: member znode {znode} ignored: {why}", err=True)
 

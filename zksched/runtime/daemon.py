@@ -16,6 +16,7 @@ from typing import Literal
 from zksched import __version__
 from zksched.core.owners import Member
 from zksched.runtime.clock import Clock
+from zksched.runtime.clockprobe import ClockProbe
 from zksched.runtime.cluster import ClusterMembership, ClusterView
 from zksched.runtime.firing import FirePath, FireSettings
 from zksched.runtime.http import DaemonStatus, HttpEndpoint
@@ -105,6 +106,9 @@ class Daemon:
             on_triggers=self.scheduler.triggers,
         )
         self.cluster.add_view_listener(self.scheduler.update_view)
+        self.clock_probe = ClockProbe(
+            self.client, self.paths, config.member_id, self.clock, call_timeout
+        )
         self._stop_requested = threading.Event()
         self._started = False
         self._stopped = False
@@ -136,6 +140,7 @@ class Daemon:
         self.scheduler.start()
         self.cluster.start()
         self.jobs.start()
+        self.clock_probe.start()
         self.client.start_async()  # retries forever; the coordinator joins once connected
 
     def request_stop(self) -> None:
@@ -155,6 +160,7 @@ class Daemon:
         started = time.monotonic()
         self.scheduler.stop_dispatching()
         self.jobs.stop()
+        self.clock_probe.stop()
         self.cluster.stop()
         self.scheduler.stop(wait_for_running=self.config.stop_grace)
         self.fire_path.flush_unwritten()

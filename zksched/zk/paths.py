@@ -7,6 +7,7 @@
         fires/<bb>/<job>/<instant>          one fire record per (job, UTC instant)
         locks/<bb>/<job>                    the job's kazoo Lock
         triggers/<job>.<seq>                a pending `jobs trigger`
+        clocks/<member_id>                  ephemeral: the member's measured clock offset
 
 Folders that grow with the number of jobs (`fires`, `locks`) are split into 256 buckets
 `<bb>` by a hash of the job name, so that no `getChildren` reply comes near ZooKeeper's 1 MB
@@ -106,3 +107,11 @@ class ClusterPaths:
     @staticmethod
     def job_of_trigger(znode: str) -> str:
         return znode.rsplit(".", 1)[0]
+
+    # clock-offset probes
+    @property
+    def clocks(self) -> str:
+        return f"{self.base}/clocks"
+
+    def clock(self, member_id: str) -> str:
+        return f"{self.clocks}/{member_id}"
