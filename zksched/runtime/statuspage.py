@@ -189,15 +189,43 @@ h1{font-size:1.25em;margin:0 0 4px}h2{font-size:1.05em;margin:20px 0 6px}
 border-radius:6px}
 table{border-collapse:collapse;width:100%;font-size:.9em}
 th,td{text-align:left;padding:6px 8px;border-bottom:1px solid #eaeef2;vertical-align:top}
-th{background:#f6f8fa;white-space:nowrap}td{overflow-wrap:anywhere}
+th{background:#f6f8fa;white-space:nowrap}td{overflow-wrap:break-word}
 tr.self td:first-child{font-weight:600}.num{text-align:right;white-space:nowrap}
 .r-ok{color:#116329}.r-bad{color:#a40e26}.dim{color:#57606a}
 code{font-size:.95em}
+@media (max-width:640px){
+.scroll{overflow:visible;background:none;border:0}
+table,tbody,tr,td{display:block;width:auto}thead{display:none}
+tr{background:#fff;border:1px solid #d0d7de;border-radius:6px;margin:0 0 8px;padding:4px 0}
+td{border:0;padding:2px 10px 2px calc(8em + 10px);position:relative;text-align:left;
+min-height:1.4em}td.num{text-align:left}
+td::before{content:attr(data-label);position:absolute;left:10px;width:7.5em;color:#57606a;
+font-size:.85em;line-height:1.65}
+td:first-child{font-weight:600;padding-left:10px}td:first-child::before{display:none}
+}
 """
 
 
 def _status_class(status: str) -> str:
     return "r-ok" if status == "ok" else "r-bad"
+
+
+MEMBER_HEADERS = ("Member", "Host", "Labels", "Jobs", "Clock offset", "Joined")
+JOB_HEADERS = ("Job", "Schedule", "Zone", "Owner", "Next fire", "Last results")
+SKIP_HEADERS = ("When", "Job", "Reason", "Count")
+FIRE_HEADERS = ("Fire", "Kind", "Result", "Delay", "Ran", "Token")
+NUMERIC = frozenset({"Jobs", "Clock offset", "Count", "Delay", "Ran", "Token"})
+
+
+def _row(headers: Sequence[str], cells: Sequence[str], cls: str = "") -> str:
+    """Cells are HTML already escaped. `data-label` names each cell on a phone, where rows
+    are shown as cards (see the CSS)."""
+    numeric = ' class="num"'
+    tds = "".join(
+        f'<td data-label="{e(h)}"{numeric if h in NUMERIC else ""}>{c}</td>'
+        for h, c in zip(headers, cells, strict=True)
+    )
+    return f'<tr class="{cls}">{tds}</tr>' if cls else f"<tr>{tds}</tr>"
 
 
 def _table(headers: Sequence[str], rows: Iterable[str], empty: str) -> str:
@@ -223,12 +251,15 @@ def _result_text(result: FireResult, now: float) -> str:
 def _member_rows(snapshot: StatusSnapshot) -> Iterable[str]:
     for m in snapshot.members:
         me = " (this member)" if m.is_self else ""
-        yield (
-            f'<tr class="{"self" if m.is_self else ""}"><td>{e(m.member_id)}{e(me)}</td>'
-            f"<td>{e(m.host)}</td><td>{e(labels_text(m.labels))}</td>"
-            f'<td class="num">{m.owned}</td><td class="num">{e(offset_text(m.clock_offset))}</td>'
-            f"<td>{e(m.started_at)}</td></tr>"
-        )
+        cells = [
+            e(m.member_id + me),
+            e(m.host),
+            e(labels_text(m.labels)),
+            str(m.owned),
+            e(offset_text(m.clock_offset)),
+            e(m.started_at),
+        ]
+        yield _row(MEMBER_HEADERS, cells, "self" if m.is_self else "")
 
 
 def _job_rows(snapshot: StatusSnapshot) -> Iterable[str]:
@@ -236,8 +267,9 @@ def _job_rows(snapshot: StatusSnapshot) -> Iterable[str]:
     for job in snapshot.jobs:
         if job.error is not None:
             yield (
-                f"<tr><td>{e(job.name)}</td>"
-                f'<td colspan="5" class="r-bad">disabled: {e(job.error)}</td></tr>'
+                f'<tr><td data-label="Job">{e(job.name)}</td>'
+                f'<td colspan="5" class="r-bad" data-label="Problem">'
+                f"disabled: {e(job.error)}</td></tr>"
             )
             continue
         if job.paused:
@@ -250,31 +282,37 @@ def _job_rows(snapshot: StatusSnapshot) -> Iterable[str]:
         last = "<br>".join(_result_text(r, now) for r in job.last) or '<span class="dim">-</span>'
         owner = job.owner if job.owner is not None else "no eligible member"
         mine = " (this member)" if job.owner == snapshot.member_id else ""
-        yield (
-            f"<tr><td>{e(job.name)}</td><td><code>{e(job.schedule)}</code></td>"
-            f"<td>{e(job.timezone)}</td><td>{e(owner)}{e(mine)}</td>"
-            f"<td>{e(next_text)}</td><td>{last}</td></tr>"
-        )
+        cells = [
+            e(job.name),
+            f"<code>{e(job.schedule)}</code>",
+            e(job.timezone),
+            e(owner + mine),
+            e(next_text),
+            last,
+        ]
+        yield _row(JOB_HEADERS, cells)
 
 
 def _skip_rows(snapshot: StatusSnapshot) -> Iterable[str]:
     now = snapshot.generated_at
     for s in snapshot.skips:
-        yield (
-            f"<tr><td>{e(utc_text(s.at))} <span class='dim'>{e(relative(s.at - now))}</span></td>"
-            f'<td>{e(s.job)}</td><td>{e(s.reason)}</td><td class="num">{s.count}</td></tr>'
-        )
+        when = f'{e(utc_text(s.at))} <span class="dim">{e(relative(s.at - now))}</span>'
+        yield _row(SKIP_HEADERS, [when, e(s.job), e(s.reason), str(s.count)])
 
 
 def _fire_rows(snapshot: StatusSnapshot) -> Iterable[str]:
     now = snapshot.generated_at
     for f in snapshot.fires:
         token = "-" if f.fencing_token is None else str(f.fencing_token)
-        yield (
-            f"<tr><td>{e(f.fire_key)}</td><td>{e(f.kind)}</td><td>{_result_text(f, now)}</td>"
-            f'<td class="num">{f.delay_ms:.0f} ms</td><td class="num">{f.duration_s:.2f} s</td>'
-            f'<td class="num">{e(token)}</td></tr>'
-        )
+        cells = [
+            e(f.fire_key),
+            e(f.kind),
+            _result_text(f, now),
+            f"{f.delay_ms:.0f} ms",
+            f"{f.duration_s:.2f} s",
+            e(token),
+        ]
+        yield _row(FIRE_HEADERS, cells)
 
 
 def render_status_page(snapshot: StatusSnapshot, refresh: int = REFRESH_SECONDS) -> str:
@@ -291,6 +329,14 @@ def render_status_page(snapshot: StatusSnapshot, refresh: int = REFRESH_SECONDS)
         "not read yet" if snapshot.table_generation < 0 else f"gen {snapshot.table_generation}"
     )
     title = f"zksched {snapshot.client_id}: {snapshot.member_id}"
+    members = _table(
+        MEMBER_HEADERS,
+        _member_rows(snapshot),
+        "no members known (not connected to ZooKeeper yet)",
+    )
+    jobs = _table(JOB_HEADERS, _job_rows(snapshot), "no jobs in the job table")
+    skips = _table(SKIP_HEADERS, _skip_rows(snapshot), "no skips")
+    fires = _table(FIRE_HEADERS, _fire_rows(snapshot), "no fires on this member yet")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -304,30 +350,14 @@ def render_status_page(snapshot: StatusSnapshot, refresh: int = REFRESH_SECONDS)
 <div class="meta">{len(snapshot.members)} members · {len(snapshot.jobs)} jobs ({e(generation)},
  {disabled} disabled) · {mine} owned here · skips since start: {e(totals)}</div>
 <h2>Members</h2>
-{
-        _table(
-            ["Member", "Host", "Labels", "Jobs", "Clock offset", "Joined"],
-            _member_rows(snapshot),
-            "no members known (not connected to ZooKeeper yet)",
-        )
-    }
+{members}
 <h2>Jobs and owners</h2>
-{
-        _table(
-            ["Job", "Schedule", "Zone", "Owner", "Next fire", "Last results (here)"],
-            _job_rows(snapshot),
-            "no jobs in the job table",
-        )
-    }
+<p class="meta">Owners as this member's owner table has them; last results are the fires
+this member ran.</p>
+{jobs}
 <h2>Recent skips</h2>
-{_table(["When", "Job", "Reason", "Count"], _skip_rows(snapshot), "no skips")}
+{skips}
 <h2>Recent fires on this member</h2>
-{
-        _table(
-            ["Fire", "Kind", "Result", "Delay", "Ran", "Token"],
-            _fire_rows(snapshot),
-            "no fires on this member yet",
-        )
-    }
+{fires}
 </body></html>
 """
