@@ -229,8 +229,17 @@ class Cluster:
 
     def wait_members(self, expected: Iterable[Member], timeout: float) -> None:
         """Until exactly these members are registered."""
-        want = sorted(m.member_id for m in expected)
-        until(lambda: self.live_member_ids() == want, timeout, f"members {want}")
+        members = list(expected)
+        want = sorted(m.member_id for m in members)
+
+        def registered() -> bool:
+            for member in members:
+                if not member.alive:  # e.g. it could not start: say why at once
+                    tail = member.log_path.read_text(errors="replace").strip().splitlines()[-1:]
+                    raise RuntimeError(f"member {member.member_id} exited: {''.join(tail)}")
+            return self.live_member_ids() == want
+
+        until(registered, timeout, f"members {want}")
 
     def fire_record(self, job: str, instant: str) -> FireRecord | None:
         try:
@@ -339,10 +348,13 @@ class FaultEvent:
 
 
 def failover_time(event: FaultEvent, fires: list[Fire]) -> float | None:
-    """Seconds from the fault to the moment every job the victim was firing had run elsewhere.
+    """How late, after the fault, the victim's jobs ran again elsewhere (the worst job).
 
     The victim's jobs are those whose last fire in the two seconds before the fault was its.
-    None when it was firing nothing.
+    For each, the first fire on another member counts from the fault, or from that fire's own
+    instant when it fell due after the fault: an every-second job whose victim had just fired
+    would otherwise add up to a second of waiting for its next instant to any handover.
+    None when the victim was firing nothing.
     """
     last: dict[str, Fire] = {}
     for fire in sorted(fires, key=lambda f: f.started):
@@ -354,13 +366,14 @@ def failover_time(event: FaultEvent, fires: list[Fire]) -> float | None:
     worst = 0.0
     for job in victim_jobs:
         after = [
-            f.started
+            f
             for f in fires
             if f.job == job and f.member_id != event.member_id and f.started > event.at
         ]
         if not after:
             return float("inf")
-        worst = max(worst, min(after) - event.at)
+        first = min(after, key=lambda f: f.started)
+        worst = max(worst, first.started - max(event.at, first.instant))
     return worst
 
 
