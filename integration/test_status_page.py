@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -141,7 +142,10 @@ def test_status_page_in_headless_chromium(
     assert {row[0].removesuffix(" (this member)") for row in members} == ids
     for row in members:
         assert row[2] in ("rack=r1", "rack=r2")  # labels
-        assert row[4] == "unknown"  # clock offset: no probe publishes it yet
+        if row[0].endswith(" (this member)"):
+            assert re.fullmatch(r"[+-]\d+ ms", row[4]), row  # its own probe's offset
+        else:
+            assert row[4] == "unknown"  # others' offsets are in ZooKeeper, never read here
 
     jobs_rows = {row[0]: row for row in page.sections["Jobs and owners"]}
     tick = jobs_rows["tick"]

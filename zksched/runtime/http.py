@@ -217,13 +217,13 @@ class DaemonStatus:
 
 
 def clock_offsets(daemon: Daemon) -> dict[str, float]:
-    """Each member's clock offset from ZooKeeper's clock, where the daemon knows it.
-
-    The clock probe that measures these is not part of the daemon yet: until it is, every
-    offset is unknown (the page says so, the gauge is NaN).
-    """
-    del daemon
-    return {}
+    """Clock offsets from ZooKeeper's clock in seconds, by member id, as far as this daemon
+    knows them without asking ZooKeeper: its own probe's last reading. (Other members publish
+    theirs in ZooKeeper; `zksched members` and `zksched status` read them.)"""
+    reading = daemon.clock_probe.last
+    if reading is None:
+        return {}
+    return {daemon.member.member_id: reading.offset_ms / 1000}
 
 
 class _Server(ThreadingHTTPServer):
