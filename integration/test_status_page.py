@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -159,6 +160,21 @@ def test_status_page_in_headless_chromium(
 
     fires = page.sections["Recent fires on this member"]
     assert fires and fires[0][0].startswith("tick@")
+
+    # `zksched status` tells the same story in a terminal, read from ZooKeeper.
+    done = run_cli(zk, client_id, "status", "--json")
+    assert done.returncode == 0, done.stderr
+    overview = json.loads(done.stdout)
+    assert {m["member_id"] for m in overview["members"]} == ids
+    assert {m["member_id"]: m["owned_jobs"] for m in overview["members"]}[owner] >= 1
+    by_name = {j["name"]: j for j in overview["jobs"]}
+    assert by_name["tick"]["owner"] == owner
+    assert by_name["tick"]["last_result"] in ("ok", "running")  # the newest may be mid-run
+    assert by_name["nightly-report"]["timezone"] == "Europe/Berlin"
+    assert SECRET not in done.stdout
+    text = run_cli(zk, client_id, "status")
+    assert text.returncode == 0 and f"cluster {client_id}: 2 members, 2 jobs" in text.stdout
+    assert "rack=r1" in text.stdout and SECRET not in text.stdout
 
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / "status-page.png"
