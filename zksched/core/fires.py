@@ -67,6 +67,15 @@ class FireRecord:
         missing = [k for k in required if k not in data]
         if missing:
             raise ValueError(f"fire record lacks {', '.join(missing)}")
+        # Hand-written or corrupt JSON must fail here, not later in a reader (an unhashable
+        # session made shown_state raise in `jobs list` and `jobs history`).
+        wrong = [k for k in required if k != "session" and not isinstance(data[k], str)]
+        if type(data["session"]) is not int:
+            wrong.append("session")
+        if not isinstance(data.get("extra", {}), dict):
+            wrong.append("extra")
+        if wrong:
+            raise ValueError(f"fire record has wrong types for {', '.join(wrong)}")
         return cls(**{k: v for k, v in data.items() if k in known})
 
     def finished(self, **changes: Any) -> FireRecord:

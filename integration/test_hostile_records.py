@@ -1,0 +1,169 @@
+"""Random bytes and wrong JSON shapes in ZooKeeper while a daemon runs: in job records and
+buckets, member znodes, fire records, trigger nodes and clock nodes. The daemon stays alive
+and keeps firing the valid job; the reading commands answer without a traceback."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from kazoo.client import KazooClient
+from kazoo.exceptions import NodeExistsError
+
+from integration.fires import FireLog, recording_job
+from integration.harness import DaemonProcess, run_cli, wait_until
+from zksched.core.jobtable import StoredJob
+from zksched.zk.jobstore import JobStore, blob_id
+from zksched.zk.paths import ClusterPaths
+
+Start = Callable[..., DaemonProcess]
+
+JSON: Any = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4)
+    ),
+    max_leaves=10,
+)
+# Shapes close to the real ones are the likelier to get past a first check.
+FIRE_LIKE = st.fixed_dictionaries(
+    {
+        "job": JSON,
+        "scheduled": JSON,
+        "member_id": JSON,
+        "session": JSON,
+        "nonce": JSON,
+        "state": JSON,
+        "claimed_at": JSON,
+    },
+    optional={"extra": JSON, "skip_reason": JSON, "kind": JSON, "fencing_token": JSON},
+)
+JOB_LIKE = st.fixed_dictionaries(
+    {"name": st.just("victim"), "schedule": JSON, "command": JSON},
+    optional={"timezone": JSON, "labels": JSON, "env": JSON, "history": JSON, "timeout": JSON},
+)
+MEMBER_LIKE = st.fixed_dictionaries(
+    {"member_id": JSON, "host": JSON, "pid": JSON, "labels": JSON, "started_at": JSON}
+)
+PAYLOAD = st.one_of(
+    st.binary(max_size=200),
+    JSON.map(lambda v: json.dumps(v).encode()),
+)
+
+
+def as_bytes(value: Any) -> bytes:
+    return value if isinstance(value, bytes) else json.dumps(value).encode()
+
+
+def no_traceback(result: Any) -> None:
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode in (0, 1, 2), (result.returncode, result.stderr)
+
+
+def test_hostile_records_never_stop_the_daemon_or_the_commands(
+    daemons: Start, zk: str, client_id: str, tmp_path: Path, kazoo: KazooClient
+) -> None:
+    out = tmp_path / "fires.log"
+    jobfile = tmp_path / "jobs.toml"
+    jobfile.write_text(
+        recording_job("steady", out)
+        + '[jobs.victim]\nschedule = "@hourly"\ncommand = ["/bin/true"]\n'
+    )
+    daemon = daemons()
+    wait_until(lambda: daemon.last_members(), 20, what="daemon joined")
+    assert run_cli(zk, client_id, "jobs", "apply", str(jobfile)).returncode == 0
+    log = FireLog(out)
+    log.wait_for(lambda: len(log.fire_keys()) >= 2, 20)
+    paths = ClusterPaths(client_id)
+    store = JobStore(kazoo, paths, 5.0)
+    counter = iter(range(10**6))
+
+    @settings(
+        max_examples=8,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(
+        job_record=st.one_of(JOB_LIKE, JSON),
+        blob=st.binary(max_size=200),
+        member=st.one_of(MEMBER_LIKE.map(as_bytes), PAYLOAD),
+        fire=st.one_of(FIRE_LIKE.map(as_bytes), PAYLOAD),
+        trigger=PAYLOAD,
+    )
+    def inject(job_record: Any, blob: bytes, member: bytes, fire: bytes, trigger: bytes) -> None:
+        n = next(counter)
+        # a wrong-shaped record for one job (its bucket stays valid JSON)
+        store.update(
+            lambda t: {**t, "victim": StoredJob("victim", job_record, "2026-01-01T00:00:00Z")}
+        )
+        # a bucket of random bytes named by the root, next to the valid ones
+        bad_id = blob_id(blob + str(n).encode())
+        root = store.read_root()
+        kazoo.create(paths.blob(bad_id), blob)
+        root_data = json.loads(kazoo.get(paths.jobs)[0])
+        root_data["buckets"] = [*root.buckets, bad_id]
+        kazoo.set(paths.jobs, json.dumps(root_data).encode(), version=root.version)
+        # member, fire, trigger and clock nodes holding garbage
+        kazoo.create(paths.member(f"evil-{n}.{n:010d}"), member, ephemeral=True)
+        kazoo.create(
+            paths.fire("steady", f"2020-01-01T00:{n // 60 % 60:02d}:{n % 60:02d}Z"),
+            fire,
+            makepath=True,
+        )
+        kazoo.create(paths.fire("victim", f"garbage-{n}"), fire, makepath=True)
+        kazoo.create(paths.trigger_prefix("victim"), trigger, sequence=True, makepath=True)
+        kazoo.create(paths.triggers + f"/no-such-job-{n}", trigger)
+        with contextlib.suppress(NodeExistsError):
+            kazoo.create(paths.clock(daemon.member_id) + f"-{n}", member, makepath=True)
+        time.sleep(0.3)  # let the watches fire and the daemon read all of it
+        assert daemon.alive
+
+    inject()
+    # Shapes that once reached a reader: a running record with an unhashable session, as the
+    # newest record of a job (`jobs list` shows it) and in its history.
+    for node, extra in (("2099-01-01T00:00:00Z", {}), ("2099-01-01T00:00:01Z", 5)):
+        odd = {
+            "job": "victim",
+            "scheduled": node,
+            "member_id": "m",
+            "session": [1],
+            "nonce": "n",
+            "state": "running",
+            "claimed_at": node,
+            "extra": extra,
+        }
+        kazoo.create(paths.fire("victim", node), json.dumps(odd).encode(), makepath=True)
+
+    before = len(log.fire_keys())
+    time.sleep(3)
+    assert daemon.alive, daemon.log_text()[-3000:]
+    assert len(log.fire_keys()) >= before + 2, "the valid job stopped firing"
+    assert log.duplicates() == {}
+
+    for args in (
+        ("members",),
+        ("members", "--json"),
+        ("owners",),
+        ("jobs", "list"),
+        ("jobs", "list", "--json"),
+        ("jobs", "history", "steady"),
+        ("jobs", "history", "victim", "--json"),
+        ("jobs", "show", "victim"),
+        ("audit",),
+        ("audit", "--json"),
+    ):
+        result = run_cli(zk, client_id, *args)
+        no_traceback(result)
+    listed = json.loads(run_cli(zk, client_id, "jobs", "list", "--json").stdout)
+    steady = next(r for r in listed if r["name"] == "steady")
+    assert steady["error"] is None and steady["owner"] == daemon.member_id
+    report = json.loads(run_cli(zk, client_id, "audit", "--json").stdout)
+    assert report["clean"] is False  # garbage records are reported, not ignored
+    assert daemon.alive
