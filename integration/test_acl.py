@@ -1,0 +1,126 @@
+"""Digest auth: every znode zksched creates (the chroot and folders made on the way included)
+is writable by zksched's credential only and readable by anyone. Proven against a real server
+by an unauthenticated client that tries to change, create under, delete and re-ACL every node
+of a live cluster: members, the job table (root and blobs), fire records, locks, triggers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError, NoNodeError
+from kazoo.security import OPEN_ACL_UNSAFE, Permissions
+
+from integration.fires import FireLog, recording_job
+from integration.harness import DaemonProcess, run_cli, wait_until
+
+Start = Callable[..., DaemonProcess]
+CREDENTIAL = "zksched:s3cret-Acl"
+SECRET_ENV_VALUE = "env-value-that-must-never-be-logged-5f2a"
+
+
+def walk(client: KazooClient, path: str) -> Iterator[str]:
+    yield path
+    try:
+        children = client.get_children(path)
+    except NoNodeError:
+        return
+    for child in sorted(children):
+        yield from walk(client, f"{path.rstrip('/')}/{child}")
+
+
+def kind_of(path: str, base: str) -> str:
+    rest = path[len(base) :].strip("/").split("/")
+    if rest == [""]:
+        return "cluster"
+    if rest[0] == "jobs":
+        return "jobs-root" if len(rest) == 1 else "blobs"
+    return rest[0]
+
+
+@pytest.fixture
+def stranger(zk: str) -> Iterator[KazooClient]:
+    """A client with no credential at all."""
+    client = KazooClient(hosts=zk)
+    client.start(timeout=10)
+    yield client
+    client.stop()
+    client.close()
+
+
+def test_unauthenticated_clients_can_read_but_change_nothing(
+    daemons: Start,
+    zk: str,
+    client_id: str,
+    tmp_path: Path,
+    stranger: KazooClient,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    chroot = f"/acl-{client_id}"
+    hosts = zk + chroot
+    monkeypatch.setenv("ZKSCHED_AUTH", CREDENTIAL)  # the daemon and the CLI below
+    daemon = daemons(zk_hosts=hosts)
+    wait_until(lambda: daemon.last_members(), 20, what="the member joined")
+
+    out = tmp_path / "fires.log"
+    jobfile = tmp_path / "jobs.toml"
+    jobfile.write_text(
+        recording_job("recorded", out)
+        + '\n[jobs.slow]\nschedule = "* * * * * *"\ncommand = ["sleep", "3"]\n'
+        + f'env = {{ API_TOKEN = "{SECRET_ENV_VALUE}" }}\n'
+        + '\n[jobs.manual]\nschedule = "0 0 1 1 *"\ncommand = ["true"]\n'
+    )
+    done = run_cli(hosts, client_id, "jobs", "apply", str(jobfile))
+    assert done.returncode == 0, done.stderr
+    log = FireLog(out)
+    log.wait_for(lambda: len(log.fire_keys()) >= 2, 20)
+    done = run_cli(hosts, client_id, "jobs", "trigger", "manual")
+    assert done.returncode == 0, done.stderr
+    wait_until(
+        lambda: [e for e in daemon.events("fire") if e["job"] == "manual"], 20, what="trigger ran"
+    )
+    base = f"{chroot}/zksched/{client_id}"
+    # `slow` runs 3 s every second with overlap = skip: its lock is held most of the time.
+    wait_until(
+        lambda: any(
+            "/locks/" in p and "lock" in p.rsplit("/", 1)[-1] for p in walk(stranger, base)
+        ),
+        10,
+        what="a held lock",
+    )
+
+    nodes = list(walk(stranger, chroot))
+    kinds = {kind_of(p, base) for p in nodes if p.startswith(base)}
+    assert {"cluster", "members", "jobs-root", "blobs", "fires", "locks", "triggers"} <= kinds
+    assert len(nodes) > 20
+
+    for path in nodes:
+        acl, _ = stranger.get_acls(path)
+        world = [a for a in acl if a.id.scheme == "world"]
+        digest = [a for a in acl if a.id.scheme == "digest"]
+        assert [a.perms for a in world] == [Permissions.READ], (path, acl)
+        assert [a.perms for a in digest] == [Permissions.ALL], (path, acl)
+        assert digest[0].id.id.startswith("zksched:"), (path, acl)
+        stranger.get(path)  # anyone may read
+        with pytest.raises(NoAuthError):
+            stranger.set(path, b"tampered")
+        with pytest.raises(NoAuthError):
+            stranger.create(f"{path}/intruder", b"x")
+        with pytest.raises(NoAuthError):
+            stranger.set_acls(path, OPEN_ACL_UNSAFE)
+        if path != chroot:  # the chroot's parent is the server's open root
+            with pytest.raises(NoAuthError):
+                stranger.delete(path)
+
+    # The daemon kept running through all of that, and the job's env value never reached
+    # its log (it only goes to the command's environment).
+    count = len(log.fire_keys())
+    log.wait_for(lambda: len(log.fire_keys()) > count, 10)
+    wait_until(
+        lambda: [e for e in daemon.events("fire") if e["job"] == "slow"], 10, what="slow ran"
+    )
+    assert SECRET_ENV_VALUE not in daemon.log_text()
+    shown = run_cli(hosts, client_id, "jobs", "show", "slow")
+    assert shown.returncode == 0 and SECRET_ENV_VALUE not in shown.stdout
