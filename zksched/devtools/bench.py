@@ -338,6 +338,195 @@ def bench_owners(ctx: BenchContext) -> Result:
     }
 
 
+# --- http: the daemon's endpoint stays responsive while it fires a burst --------------------
+
+
+def _http_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--jobs", type=at_least(1), default=None, metavar="N", help="jobs due at once (2000)"
+    )
+    parser.add_argument(
+        "--zk", default=None, help="ZooKeeper connect string (default: start a local server)"
+    )
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=0.02,
+        metavar="S",
+        help="pause between one prober's requests (0.02)",
+    )
+
+
+@benchmark(
+    "http",
+    help="HTTP endpoint latency (/healthz /readyz /metrics /) while a daemon fires a burst",
+    arguments=_http_arguments,
+)
+def bench_http(ctx: BenchContext) -> Result:
+    """One `zksched run --http` subprocess owns N jobs that all fall due at the same second
+    (command /bin/true). One prober thread per endpoint requests it in a loop, from a
+    separate process as Prometheus or a load balancer would, before the burst (idle) and
+    from the burst's due time until every fire is counted in /metrics."""
+    import tempfile
+    import threading
+    import urllib.request
+
+    from zksched.devtools.zkserver import ZkServer, free_port
+
+    n_jobs: int = ctx.args.jobs or (200 if ctx.quick else 2000)
+    endpoints = ("/healthz", "/readyz", "/metrics", "/")
+    workdir = Path(tempfile.mkdtemp(prefix="zksched-bench-http-"))
+    server = None
+    hosts = ctx.args.zk
+    if hosts is None:
+        server = ZkServer(workdir / "zk")
+        server.start()
+        server.wait_serving(60)
+        hosts = server.connect_string
+    client_id = f"bench-http-{os.getpid()}"
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    cli = [sys.executable, "-m", "zksched", "--zk", hosts, "--client-id", client_id]
+    daemon = subprocess.Popen(
+        [*cli, "--log-level", "warning", "run", "--http", f"127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL,
+        stderr=open(workdir / "daemon.log", "wb"),  # noqa: SIM115 (owned by the child)
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+    def get(path: str) -> tuple[float, bytes]:
+        started = time.perf_counter()
+        with urllib.request.urlopen(base + path, timeout=30) as response:
+            body: bytes = response.read()
+        return time.perf_counter() - started, body
+
+    def fired() -> float:
+        _, body = get("/metrics")
+        return sum(
+            float(line.rsplit(" ", 1)[1])
+            for line in body.decode().splitlines()
+            if line.startswith("zksched_fires_total{")
+        )
+
+    def probe(path: str, until: float, into: list[float], stop: threading.Event) -> None:
+        while not stop.is_set() and time.time() < until:
+            try:
+                latency, _ = get(path)
+            except OSError:
+                latency = float("inf")  # an error counts as the worst latency
+            into.append(latency)
+            time.sleep(ctx.args.interval)
+
+    def run_probes(until: float, stop: threading.Event) -> dict[str, list[float]]:
+        found: dict[str, list[float]] = {p: [] for p in endpoints}
+        threads = [
+            threading.Thread(target=probe, args=(p, until, found[p], stop)) for p in endpoints
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return found
+
+    def summary(latencies: list[float]) -> Result:
+        ordered = sorted(latencies)
+
+        def pct(q: float) -> float:
+            return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+
+        return {
+            "requests": len(ordered),
+            "p50_ms": round(pct(0.50), 2),
+            "p90_ms": round(pct(0.90), 2),
+            "p99_ms": round(pct(0.99), 2),
+            "max_ms": round(ordered[-1] * 1000, 2),
+        }
+
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if get("/readyz")[0] >= 0:
+                    break
+            except OSError:
+                if time.monotonic() > deadline or daemon.poll() is not None:
+                    raise RuntimeError(f"daemon not ready; see {workdir / 'daemon.log'}") from None
+                time.sleep(0.2)
+        due = dt.datetime.now(dt.UTC).replace(microsecond=0) + dt.timedelta(seconds=25)
+        schedule = f"{due.second} {due.minute} {due.hour} * * *"
+        job_file = workdir / "jobs.toml"
+        job_file.write_text(
+            "".join(
+                f'[jobs.burst-{i:05d}]\nschedule = "{schedule}"\ncommand = ["/bin/true"]\n'
+                for i in range(n_jobs)
+            )
+        )
+        subprocess.run([*cli, "jobs", "apply", str(job_file)], check=True, capture_output=True)
+        progress(f"http: {n_jobs} jobs due at {due:%H:%M:%S}Z; probing idle first")
+        while get("/metrics")[1].count(b"zksched_owned_jobs " + str(n_jobs).encode()) == 0:
+            if time.time() > due.timestamp() - 12:
+                raise RuntimeError("the daemon did not take the jobs over in time")
+            time.sleep(0.5)
+        idle = run_probes(due.timestamp() - 2, threading.Event())
+        time.sleep(max(0.0, due.timestamp() - time.time()))
+        stop = threading.Event()
+        burst: dict[str, list[float]] = {}
+        prober = threading.Thread(target=lambda: burst.update(run_probes(time.time() + 600, stop)))
+        prober.start()
+        burst_started = time.time()
+        while fired() < n_jobs and time.time() - burst_started < 300:
+            time.sleep(0.25)
+        burst_s = time.time() - burst_started
+        stop.set()
+        prober.join()
+        total = fired()
+        progress(f"http: {total:.0f} fires counted in {burst_s:.1f} s")
+        _, page = get("/")
+    finally:
+        daemon.terminate()
+        try:
+            daemon.wait(60)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+        if server is not None:
+            server.stop(kill=True)
+
+    rows = {p: {"idle": summary(idle[p]), "burst": summary(burst[p])} for p in endpoints}
+    header = ["endpoint", "idle p50", "idle p99", "burst requests", "p50", "p90", "p99", "max"]
+    table_rows = [
+        [
+            p,
+            f"{r['idle']['p50_ms']:.1f} ms",
+            f"{r['idle']['p99_ms']:.1f} ms",
+            str(r["burst"]["requests"]),
+            f"{r['burst']['p50_ms']:.1f} ms",
+            f"{r['burst']['p90_ms']:.1f} ms",
+            f"{r['burst']['p99_ms']:.1f} ms",
+            f"{r['burst']['max_ms']:.1f} ms",
+        ]
+        for p, r in rows.items()
+    ]
+    print(markdown_table(header, table_rows))
+    print(
+        f"\n{n_jobs} jobs due at one instant; {total:.0f} fires counted in {burst_s:.1f} s; "
+        f"status page {len(page) / 1024:.0f} KiB."
+    )
+    return {
+        "method": {
+            "daemon": "zksched run --http (subprocess), default concurrency 32",
+            "jobs": f"{n_jobs} jobs, command /bin/true, all due at the same second",
+            "probers": f"one thread per endpoint, sequential GETs, {ctx.args.interval}s apart",
+            "burst": "from the due instant until /metrics counts every fire",
+        },
+        "jobs": n_jobs,
+        "burst_s": round(burst_s, 2),
+        "fires_counted": total,
+        "page_bytes": len(page),
+        "endpoints": rows,
+    }
+
+
 # --- driver -------------------------------------------------------------------------------
 
 
