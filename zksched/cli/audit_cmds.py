@@ -53,7 +53,10 @@ def read_cluster(ctx: CliContext) -> tuple[list[JobHistory], set[int]]:
     histories = []
     for name, job in sorted(stored.items()):
         entry = parse_stored(job)
-        eligible = entry.spec is not None and table.owner(name, entry.spec.labels) is not None
+        eligible = (
+            entry.spec is not None
+            and table.owner(name, entry.spec.labels, entry.spec.command[0]) is not None
+        )
         histories.append(
             JobHistory(
                 name=name,
