@@ -9,6 +9,7 @@ ZooKeeper cannot make a probe hang.
 from __future__ import annotations
 
 import logging
+import math
 import socket
 import threading
 import time
@@ -38,6 +39,7 @@ DEFAULT_HTTP = "127.0.0.1:9464"  # loopback only unless asked; a port in the exp
 RESULTS_PER_JOB = 3
 RECENT_FIRES = 50
 RECENT_SKIPS = 100
+PAGE_MAX_AGE = 1.0  # seconds a rendered status page is served again (it refreshes every 5)
 
 
 class HttpUnavailable(RuntimeError):
@@ -141,6 +143,8 @@ class DaemonStatus:
         daemon.fire_path.observers.append(self._on_fire)
         daemon.skips.listeners.append(self._on_skip)
         daemon.scheduler.catchup_observers.append(self.metrics.on_catchup)
+        self._page_lock = threading.Lock()
+        self._page: tuple[float, bytes] = (-math.inf, b"")
         # A loop that has not beaten for this long is stuck: every loop wakes at least once a
         # second, and its ZooKeeper calls are bounded by fractions of the session timeout.
         self.stale_after = max(10.0, 3 * daemon.config.zk.session_timeout)
@@ -184,6 +188,17 @@ class DaemonStatus:
         if d.jobs.snapshot.generation < 0:
             return Probe(False, "job table not read yet")
         return Probe(True, "ok")
+
+    def page(self) -> bytes:
+        """The rendered status page, at most PAGE_MAX_AGE old. With thousands of jobs a render
+        costs tens of milliseconds of CPU: viewers arriving together share one (single
+        flight), so a crowd of open phones cannot take the daemon's CPU from its fires."""
+        with self._page_lock:
+            rendered_at, body = self._page
+            if time.monotonic() - rendered_at > PAGE_MAX_AGE:
+                body = render_status_page(self.snapshot()).encode()
+                self._page = (time.monotonic(), body)
+            return body
 
     def snapshot(self) -> StatusSnapshot:
         d = self._daemon
@@ -257,8 +272,7 @@ class _Handler(BaseHTTPRequestHandler):
                 code = 200 if probe.ok else 503
                 ctype, body = "text/plain; charset=utf-8", (probe.reason + "\n").encode()
             elif path in ("/", "/index.html"):
-                page = render_status_page(status.snapshot())
-                code, ctype, body = 200, "text/html; charset=utf-8", page.encode()
+                code, ctype, body = 200, "text/html; charset=utf-8", status.page()
             else:
                 code, ctype, body = 404, "text/plain; charset=utf-8", b"not found\n"
         except Exception:
