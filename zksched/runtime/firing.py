@@ -256,9 +256,10 @@ class FirePath:
             exit_code=result.exit_code,
             error=result.error,
         )
-        self._write_result(claimed, final)
-        if lock is not None:
-            lock.release()
+        if not self._complete_and_release(claimed, final, lock):
+            self._write_result(claimed, final)
+            if lock is not None:
+                lock.release()
         self._prune(spec)
         self.stats.fired += 1
         self.stats.results[result.status] = self.stats.results.get(result.status, 0) + 1
@@ -336,6 +337,22 @@ class FirePath:
                 self._note_history(spec.name, scheduled)
         except (KazooException, KazooTimeoutError) as exc:
             log.warning("could not record the skipped range of %s (%s)", spec.name, exc)
+
+    def _complete_and_release(
+        self, claimed: Claimed, record: FireRecord, lock: JobLock | None
+    ) -> bool:
+        """The result and the lock's release in one round trip, when we still hold the lock.
+        False: nothing was written (not connected, lock lost, any failure); do it apart."""
+        node = lock.release_ops() if lock is not None else None
+        if lock is None or node is None or not self._client.connected:
+            return False
+        try:
+            done = self._claims.complete_and_release(claimed, record, node)
+        except (KazooException, KazooTimeoutError):
+            return False  # unknown outcome: the separate unconditional write settles it
+        if done:
+            lock.released()
+        return done
 
     def _write_result(self, claimed: Claimed, record: FireRecord) -> None:
         try:

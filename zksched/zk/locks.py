@@ -7,6 +7,12 @@
   job forever: a contender carrying our member id and session whose tag is not one of the
   locks this process holds (`HeldLocks`) is deleted;
 - after the session is lost a Lock object is discarded, never reused (kazoo #282).
+
+Round trips, because every fire of an `overlap = "skip"` job takes this lock: a lock folder
+known to exist is not ensured again (kazoo's Lock would, once per Lock object, i.e. per
+fire); the exists-watch on our own node is sent without waiting, so it travels with the
+claim's create; and the release can ride in one transaction with the result's write
+(`release_ops`/`released`).
 """
 
 from __future__ import annotations
@@ -36,6 +42,19 @@ class HeldLocks:
     def __init__(self) -> None:
         self._tags: set[str] = set()
         self._mutex = threading.Lock()
+        # lock folders known to exist: kazoo's ensure_path is skipped for them
+        self._folders: set[str] = set()
+
+    def folder_known(self, path: str) -> bool:
+        with self._mutex:
+            return path in self._folders
+
+    def note_folder(self, path: str, exists: bool) -> None:
+        with self._mutex:
+            if exists:
+                self._folders.add(path)
+            else:
+                self._folders.discard(path)
 
     def add(self, tag: str) -> None:
         with self._mutex:
@@ -67,6 +86,7 @@ class JobLock:
         self._owner_tag = self._session_tag + uuid.uuid4().hex[:12]
         self._registry = held
         self._lock = Lock(client, self._path, identifier=self._owner_tag)
+        self._lock.assured_path = held.folder_known(self._path)
         self._timeout = timeout
         self._lost = threading.Event()
         self._on_lost: Callable[[], None] | None = None
@@ -82,12 +102,22 @@ class JobLock:
         """
         self._registry.add(self._owner_tag)
         try:
-            got = bool(self._lock.acquire(blocking=True, timeout=wait))
+            try:
+                got = bool(self._lock.acquire(blocking=True, timeout=wait))
+            except NoNodeError:
+                if not self._lock.assured_path:
+                    raise
+                # the folder we remembered is gone (the job was deleted and re-created):
+                # ensure it this time
+                self._registry.note_folder(self._path, exists=False)
+                self._lock.assured_path = False
+                got = bool(self._lock.acquire(blocking=True, timeout=wait))
         except LockTimeout:
             got = False
         except BaseException:
             self._registry.discard(self._owner_tag)
             raise
+        self._registry.note_folder(self._path, exists=True)
         self.held = got
         if got:
             self._watch_own_node()
@@ -112,6 +142,19 @@ class JobLock:
     @property
     def lost(self) -> bool:
         return self._lost.is_set()
+
+    def release_ops(self) -> str | None:
+        """The path to delete to release the lock, for a caller that releases it inside its
+        own transaction (then it calls `released()`); None when there is nothing to delete."""
+        return self._node_path() if self.held and not self.lost else None
+
+    def released(self) -> None:
+        """The caller's transaction deleted our node: forget the lock."""
+        self.held = False
+        self._registry.discard(self._owner_tag)
+        # kazoo's Lock keeps this state itself; it must match a node we deleted ourselves
+        self._lock.is_acquired = False
+        self._lock.node = None
 
     def release(self) -> None:
         if not self.held:
@@ -144,12 +187,19 @@ class JobLock:
                 with contextlib.suppress(Exception):
                     self._client.exists_async(path, watcher)  # re-arm (one-shot watches)
 
-        try:
-            stat = wait(self._client.exists_async(path, watcher), self._timeout)
-        except (KazooException, KazooTimeoutError):
-            return
-        if stat is None:
-            self._lost.set()
+        def settled(result: Any) -> None:
+            # kazoo's thread: no blocking; the node missing already means the lock is lost
+            try:
+                stat = result.get_nowait()
+            except Exception:
+                return  # no watch (connection trouble): the session listener covers that
+            if stat is None and self.held:
+                self._lost.set()
+                if self._on_lost is not None:
+                    self._on_lost()
+
+        # Not awaited: it is pipelined with the claim that follows on the same connection.
+        self._client.exists_async(path, watcher).rawlink(settled)
 
     def _clear_orphans(self) -> None:
         """Delete contenders of this member's current session that we do not hold."""
