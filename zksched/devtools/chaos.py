@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -917,10 +918,17 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+def _interrupted(signum: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parse_args(sys.argv[1:] if argv is None else argv)
     # the suite's own client reconnects through every outage it causes: no noise about it
     logging.getLogger("kazoo").setLevel(logging.ERROR)
+    # SIGTERM or SIGINT (ignored by default in a background job) still tear clusters down
+    signal.signal(signal.SIGTERM, _interrupted)
+    signal.signal(signal.SIGINT, _interrupted)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     share = args.duration_s / len(args.names)
     base = Path(args.workdir or tempfile.mkdtemp(prefix="zksched-chaos-"))
