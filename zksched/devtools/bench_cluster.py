@@ -147,6 +147,7 @@ class Member:
     def start(self) -> Member:
         args = [sys.executable, "-m", "zksched", "--zk", self.zk, "--client-id", self.client_id]
         args += ["--log-format", "json", "run", "--session-timeout", str(self.session_timeout)]
+        args += ["--http", ""]  # members side by side: no metrics port to collide on
         with open(self.log_path, "wb") as out:
             self.started_at = time.time()
             self.process = subprocess.Popen(
@@ -366,8 +367,8 @@ def measure_apscheduler_delay(n_jobs: int, seconds: int) -> Result:
 )
 def bench_fire_delay(ctx: BenchContext) -> Result:
     n_members = ctx.args.members or 3
-    n_jobs = ctx.args.jobs or (30 if ctx.quick else 500)
-    seconds = ctx.args.seconds or (3 if ctx.quick else 30)
+    n_jobs = ctx.args.jobs or (20 if ctx.quick else 500)
+    seconds = ctx.args.seconds or (2 if ctx.quick else 30)
     runs = []
     with tempfile.TemporaryDirectory(prefix="zksched-bench-") as tmp:
         workdir = Path(tmp)
@@ -561,9 +562,9 @@ def in_process_members(zk: str, client_id: str, count: int) -> Iterator[list[Any
     arguments=_zk_requests_arguments,
 )
 def bench_zk_requests(ctx: BenchContext) -> Result:
-    member_counts: list[int] = ctx.args.members or [1, 3, 5]
+    member_counts: list[int] = ctx.args.members or ([1, 3] if ctx.quick else [1, 3, 5])
     n_jobs = ctx.args.jobs or (10 if ctx.quick else 30)
-    seconds = ctx.args.seconds or (3 if ctx.quick else 10)
+    seconds = ctx.args.seconds or (2 if ctx.quick else 10)
     rows: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="zksched-bench-") as tmp:
         workdir = Path(tmp)
@@ -585,7 +586,9 @@ def bench_zk_requests(ctx: BenchContext) -> Result:
 
                     wait_for(joined, 60, "members to join")
                     apply_jobs(zk, client_id, workdir, every_second_jobs(n_jobs, "zr"))
-                    time.sleep(4)  # takeover, first fires, history reads: not steady state
+                    time.sleep(
+                        2 if ctx.quick else 4
+                    )  # takeover, first fires, history reads: not steady
                     before = len(fired)
                     counter.enabled = True
                     time.sleep(seconds)
@@ -655,9 +658,9 @@ def owned_total(group: Sequence[Member]) -> int:
     arguments=_scale_arguments,
 )
 def bench_scale(ctx: BenchContext) -> Result:
-    sizes: list[int] = ctx.args.jobs or ([2_000] if ctx.quick else [10_000, 100_000])
-    burst = ctx.args.burst or (100 if ctx.quick else 2_000)
-    idle_seconds = ctx.args.idle_seconds or (2 if ctx.quick else 20)
+    sizes: list[int] = ctx.args.jobs or ([1_000] if ctx.quick else [10_000, 100_000])
+    burst = ctx.args.burst or (50 if ctx.quick else 2_000)
+    idle_seconds = ctx.args.idle_seconds or (1 if ctx.quick else 20)
     rows: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="zksched-bench-") as tmp:
         workdir = Path(tmp)
@@ -723,7 +726,7 @@ def _scale_one(zk: str, workdir: Path, size: int, burst: int, idle_seconds: int)
         rss = [round(m.rss_mb(), 1) for m in group]
         # The burst: `burst` more jobs, all due at one instant far enough ahead for the
         # apply and every member's reload of the changed buckets.
-        due = math.ceil(time.time() + max(10.0, 2.5 * apply_s + 5))
+        due = math.ceil(time.time() + max(5.0, 2.5 * apply_s + 3))
         at = datetime.fromtimestamp(due, UTC)
         spec = f"{at.second} {at.minute} {at.hour} {at.day} {at.month} *"
         jobs.update(
@@ -806,7 +809,7 @@ class ThreadProfiles:
 )
 def bench_profile(ctx: BenchContext) -> Result:
     n_jobs = ctx.args.jobs or (20 if ctx.quick else 200)
-    seconds = ctx.args.seconds or (2 if ctx.quick else 10)
+    seconds = ctx.args.seconds or (1 if ctx.quick else 10)
     profiles = ThreadProfiles()
     events: list[Mapping[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="zksched-bench-") as tmp:

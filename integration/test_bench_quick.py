@@ -1,0 +1,87 @@
+"""Every benchmark runs in `--quick` mode and writes a JSON result that says what it measured.
+
+A smoke test, so that a broken benchmark is caught in CI: no speed is asserted here (that is
+what the full runs in docs/benchmarks.md are for), only that each one runs end to end on its
+own ZooKeeper and that its safety figures (lost and doubled instants) are zero.
+Three run at a time: each is mostly waiting on scheduled instants and session timeouts.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+BENCHMARKS = ["owners", "fire-delay", "failover", "zk-requests", "scale", "profile"]
+
+
+def run_quick(name: str, out: Path) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    folder = out / name
+    done = subprocess.run(
+        [str(REPO / "scripts" / "bench"), "--quick", "--out", str(folder), name],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        stdin=subprocess.DEVNULL,
+    )
+    files = sorted(folder.glob(f"{name}-*.json")) if folder.exists() else []
+    record = json.loads(files[-1].read_text()) if files else {}
+    return done, record
+
+
+@pytest.fixture(scope="module")
+def quick_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("bench")
+    with ThreadPoolExecutor(3) as pool:
+        runs = dict(zip(BENCHMARKS, pool.map(lambda n: run_quick(n, out), BENCHMARKS), strict=True))
+    return runs
+
+
+@pytest.mark.parametrize("name", BENCHMARKS)
+def test_quick_benchmark_runs_and_writes_its_json(name: str, quick_results: dict[str, Any]) -> None:
+    done, record = quick_results[name]
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert record["benchmark"] == name
+    assert record["quick"] is True
+    assert record["machine"]["cpu_count"]
+    assert record["results"]
+
+
+def test_quick_fire_delay_compares_with_apscheduler(quick_results: dict[str, Any]) -> None:
+    run = quick_results["fire-delay"][1]["results"]["runs"][0]
+    for side in ("zksched", "apscheduler"):
+        assert run[side]["delay_ms"]["count"] == run[side]["expected"] > 0
+        assert run[side]["lost"] == run[side]["doubled"] == 0
+    assert run["p99_ratio"] > 0
+
+
+def test_quick_failover_loses_and_doubles_nothing(quick_results: dict[str, Any]) -> None:
+    results = quick_results["failover"][1]["results"]
+    assert len(results["seconds"]["SIGKILL"]) == len(results["seconds"]["SIGTERM"]) == 1
+    assert results["lost"] == results["doubled"] == 0
+
+
+def test_quick_zk_requests_counts_every_member_count(quick_results: dict[str, Any]) -> None:
+    rows = quick_results["zk-requests"][1]["results"]["rows"]
+    assert [r["members"] for r in rows] == [1, 3]
+    for row in rows:
+        assert row["fires"] > 0
+        assert sum(row["by_type_per_fire"].values()) == pytest.approx(row["per_fire"], abs=0.02)
+
+
+def test_quick_scale_fires_the_whole_burst(quick_results: dict[str, Any]) -> None:
+    (row,) = quick_results["scale"][1]["results"]["rows"]
+    assert row["burst_delay_ms"]["count"] == row["burst"]
+    assert row["burst_lost"] == row["burst_doubled"] == 0
+    assert all(mb > 0 for mb in row["rss_mb"])
+
+
+def test_quick_profile_names_the_phases(quick_results: dict[str, Any]) -> None:
+    results = quick_results["profile"][1]["results"]
+    assert results["phases_ms"]["due -> claimed (lock + claim)"]["count"] > 0
+    assert "fire" in results["cprofile"]
