@@ -231,12 +231,14 @@ class FireScheduler:
                     # Ours by labels, refused by our allow-list: the table gave it to the
                     # next eligible member. Say so once per job and command.
                     self._note_refused(name, spec.command[0])
+        dropped = 0
         for name in list(self._owned):
             owned = self._owned[name]
             want = desired.get(name)
             if want is None or want[0] != owned.spec or want[1] != owned.updated_at:
                 del self._owned[name]
                 self._catching_up.pop(name, None)
+                dropped += 1
         taken: list[str] = []
         for name, (spec, updated_at) in desired.items():
             if name in self._owned:
@@ -251,12 +253,19 @@ class FireScheduler:
             self._begin_catchup(name, owned, now, since)
         for name in [n for n in self._last_active if n not in self._jobs.entries]:
             del self._last_active[name]
-        if taken:
+        if taken or dropped:
+            # also on drops alone, so the log always tells how many jobs this member owns
             log.info(
-                "now owning %d jobs (%d taken over)",
+                "now owning %d jobs (%d taken over, %d dropped)",
                 len(self._owned),
                 len(taken),
-                extra={"event": "owned", "owned": len(self._owned), "taken": len(taken)},
+                dropped,
+                extra={
+                    "event": "owned",
+                    "owned": len(self._owned),
+                    "taken": len(taken),
+                    "dropped": dropped,
+                },
             )
 
     def _note_refused(self, name: str, program: str) -> None:
