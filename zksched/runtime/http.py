@@ -298,6 +298,7 @@ class HttpEndpoint:
 
     def __init__(self, status: DaemonStatus, address: str) -> None:
         self.status = status
+        self.address = address
         self.host, self.port = parse_http_address(address)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -316,7 +317,7 @@ class HttpEndpoint:
             server = server_class((self.host, self.port), _Handler)
         except OSError as exc:
             raise HttpUnavailable(
-                f"--http {self.host}:{self.port}: cannot listen: {exc.strerror or exc}"
+                f"--http {self.address}: cannot listen: {exc.strerror or exc}"
             ) from None
         server.status = self.status
         self.port = server.server_address[1]
