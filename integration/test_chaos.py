@@ -45,7 +45,7 @@ def test_kill9_hands_over_within_the_session_timeout(tmp_path: Path) -> None:
 
 def test_rolling_restart_hands_over_within_a_second(tmp_path: Path) -> None:
     result = run(tmp_path, "rolling", 1)
-    assert len(result.graceful_failover_s) >= 2, result.graceful_failover_s
+    assert result.graceful_failover_s, "no stop handed any job over"
     assert max(result.graceful_failover_s) < 1.0
 
 

@@ -707,15 +707,15 @@ def _warm_up(cluster: Cluster, names: list[str], every_second: bool) -> None:
         until(all_fired, 30, "every job to fire once")
 
 
-def run_audit(cluster: Cluster, since: float) -> str:
-    """`zksched audit`'s verdict in one line (another engineer builds that command)."""
+def run_audit(cluster: Cluster, since: float) -> tuple[str, list[str]]:
+    """`zksched audit`'s verdict in one line, and the fire keys it calls gaps (a few)."""
     iso = format_utc(datetime.fromtimestamp(int(since), UTC))
     try:
         done = cluster.zksched("audit", "--since", iso, "--json", timeout=120)
     except subprocess.TimeoutExpired:
-        return "audit timed out"
+        return "audit timed out", []
     if done.returncode != 0 and "No such command" in done.stderr:
-        return "audit unavailable"
+        return "audit unavailable", []
     try:
         data = json.loads(done.stdout)
         totals = data.get("totals", {})
@@ -723,10 +723,11 @@ def run_audit(cluster: Cluster, since: float) -> str:
         shown = ", ".join(
             f"{k} {totals[k]}" for k in ("ran", "gaps", "duplicates", "abandoned") if k in totals
         )
-        return f"{verdict} ({shown})" if shown else verdict
-    except (ValueError, AttributeError):
+        gaps = [f"{j['name']}@{g}" for j in data.get("jobs", []) for g in j.get("gaps", [])]
+        return (f"{verdict} ({shown})" if shown else verdict), gaps[:5]
+    except (ValueError, AttributeError, KeyError, TypeError):
         first = (done.stderr.strip() or done.stdout.strip()).splitlines()[:1]
-        return f"audit failed (exit {done.returncode}): {first[0] if first else ''}"
+        return f"audit failed (exit {done.returncode}): {first[0] if first else ''}", []
 
 
 def run_scenario(
@@ -784,8 +785,12 @@ def run_scenario(
         while time.monotonic() < deadline and expected - set(_recorded_keys(cluster.fire_log)):
             time.sleep(0.25)
         time.sleep(1.0)  # a late duplicate would show now
-        result.audit = run_audit(cluster, span_from)
+        result.audit, audit_gaps = run_audit(cluster, span_from)
         _judge(result, ctx, cluster, expected)
+        recorded = _recorded_keys(cluster.fire_log)
+        for key in audit_gaps:  # where the audit and the commands' own evidence disagree
+            ran = f"ran {recorded[key]}x per the fire file" if key in recorded else "not run"
+            result.missing.append(f"audit gap {key}: {ran}")
     finally:
         cluster.close()
     return result
