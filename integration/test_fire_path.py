@@ -253,6 +253,11 @@ def test_overlap_skip_and_timeout(
     grandchild = int(marker.read_text())
     wait_until(lambda: not Path(f"/proc/{grandchild}").exists(), 10, what="grandchild killed")
 
+    wait_until(
+        lambda: [e for e in daemon.events("fire") if e["job"] == "slow" and e["status"] == "ok"],
+        15,
+        what="a run of slow that finished",
+    )
     history = json.loads(run_cli(zk, client_id, "jobs", "history", "slow", "--json").stdout)
     states = {r["state"] for r in history}
     assert "skipped" in states and "ok" in states

@@ -16,7 +16,7 @@ from integration.harness import wait_until
 from zksched.core.fires import FireRecord
 from zksched.devtools.faultproxy import DROP_REPLIES, PASS, FaultProxy
 from zksched.zk.claims import AlreadyClaimed, Claimed, FireClaims
-from zksched.zk.locks import HeldLocks, JobLock
+from zksched.zk.locks import HeldLocks, JobLock, LockAttempt
 from zksched.zk.paths import ClusterPaths
 
 
@@ -98,10 +98,10 @@ def test_lock_excludes_detects_vanishing_and_clears_orphans(
     held = HeldLocks()
     session = client.client_id[0]
     first = JobLock(client, paths, "j", "m-1", session, 3.0, held)
-    assert first.try_acquire()
+    assert first.try_acquire() is LockAttempt.ACQUIRED
     second = JobLock(client, paths, "j", "m-1", session, 3.0, held)
     started_at = time.monotonic()
-    assert not second.try_acquire(wait=0.2)
+    assert second.try_acquire(wait=0.2) is LockAttempt.HELD
     assert time.monotonic() - started_at < 3.0
     assert first.held and not first.lost  # a failed attempt never touches a held lock
 
@@ -114,9 +114,9 @@ def test_lock_excludes_detects_vanishing_and_clears_orphans(
 
     # An orphan of this session (a contender whose owner is gone) is cleared by the next try.
     orphan = JobLock(client, paths, "j", "m-1", session, 3.0, HeldLocks())
-    assert orphan.try_acquire()
+    assert orphan.try_acquire() is LockAttempt.ACQUIRED
     orphan.held = False  # forget it without releasing: kazoo #732's leftover
     third = JobLock(client, paths, "j", "m-1", session, 3.0, held)
-    assert not third.try_acquire(wait=0.1)  # clears the orphan on the way out
-    assert third.try_acquire(wait=0.5)
+    # the orphan holds it: the first attempt clears it on the way out, the retry gets it
+    assert third.try_acquire(wait=0.1) is LockAttempt.ACQUIRED
     third.release()

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zksched.core.catchup import COUNT_LIMIT, plan_catchup
+from zksched.core.catchup import COUNT_LIMIT, RUN_LIMIT, plan_catchup
 from zksched.core.schedule import Schedule
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
@@ -94,3 +94,12 @@ def test_plans_are_in_utc(policy: str) -> None:
         datetime(2026, 3, 30, tzinfo=UTC),
     )
     assert all(t.tzinfo is not None and t.utcoffset() == timedelta(0) for t in plan.run)
+
+
+def test_all_runs_the_newest_instants_when_the_backlog_passes_the_limit() -> None:
+    every_second = Schedule.parse("* * * * * *")
+    now = T0 + timedelta(seconds=RUN_LIMIT + 500)
+    plan = plan_catchup(every_second, "all", 86400, T0, now)
+    assert len(plan.run) == RUN_LIMIT and plan.run[-1] == now
+    assert plan.skipped == 500  # the oldest, covered by the skip record
+    assert plan.last_skipped is not None and plan.last_skipped < plan.run[0]

@@ -10,6 +10,7 @@ Instants not run are reported as `outside-catchup-window` skips.
 
 from __future__ import annotations
 
+import collections
 import itertools
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -17,7 +18,7 @@ from datetime import datetime, timedelta
 from zksched.core.schedule import Schedule
 
 COUNT_LIMIT = 10_000  # counting skipped instants of an every-second job must stay cheap
-RUN_LIMIT = 10_000  # catch-up of `all` never queues more than this at once
+RUN_LIMIT = 10_000  # catch-up of `all` runs at most the newest this many missed instants
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,12 @@ def plan_catchup(
         return CatchupPlan((), 0)
     window_start = max(after, now - timedelta(seconds=window))
     if policy == "all":
-        run = tuple(itertools.islice(schedule.fires_between(window_start, now), RUN_LIMIT))
+        # The newest RUN_LIMIT instants of the window; older ones count as skipped, so that
+        # the skip record covers them (none is left neither run nor recorded).
+        newest: collections.deque[datetime] = collections.deque(maxlen=RUN_LIMIT)
+        for instant in itertools.islice(schedule.fires_between(window_start, now), 10 * RUN_LIMIT):
+            newest.append(instant)
+        run = tuple(newest)
     elif policy == "latest":
         latest = schedule.latest_fire(window_start, now)
         run = (latest,) if latest is not None else ()

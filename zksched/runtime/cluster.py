@@ -7,7 +7,7 @@ threads and must never block (kazoo #381).
 Fail-safe: the published `ClusterView` says `connected=False` the moment the session is
 SUSPENDED or LOST, and a view counts as owning jobs only when it was read in the current
 session and contains this member's own node. When SUSPENDED lasts past `loss_margin`
-(a third of the session timeout: kazoo may notice a dead socket only two thirds of a timeout
+(a sixth of the session timeout: kazoo may notice a dead socket only two thirds of a timeout
 after the server last heard from us), the session is treated as lost: listeners are told, so
 that runs can be stopped before another member may take the jobs over.
 """
@@ -89,7 +89,9 @@ class ClusterMembership:
         self._paths = paths
         self._session_timeout = session_timeout
         self._call_timeout = call_timeout or max(1.0, session_timeout / 2)
-        self.loss_margin = session_timeout / 3
+        # The server may expire us T after it last heard from us; kazoo reports SUSPENDED up
+        # to 2T/3 after that, so at most T/3 remain: act half-way through what is left.
+        self.loss_margin = session_timeout / 6
         self._registration = MemberRegistration(client, paths, member, self._call_timeout)
         self._reader = MemberReader(client, paths, self._call_timeout)
         self._wakeup: queue.SimpleQueue[str] = queue.SimpleQueue()

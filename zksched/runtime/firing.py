@@ -34,7 +34,7 @@ from zksched.runtime.cluster import ClusterMembership
 from zksched.runtime.runner import CommandRunner, RunningCommand, RunRequest
 from zksched.runtime.skips import SkipLog
 from zksched.zk.claims import AlreadyClaimed, Claimed, FireClaims
-from zksched.zk.locks import HeldLocks, JobLock
+from zksched.zk.locks import HeldLocks, JobLock, LockAttempt
 from zksched.zk.paths import ClusterPaths
 
 log = logging.getLogger("zksched.fire")
@@ -147,12 +147,19 @@ class FirePath:
                 self._held_locks,
             )
             try:
-                got = lock.try_acquire()
+                attempt = lock.try_acquire()
             except (KazooException, KazooTimeoutError) as exc:
-                return self._skip(spec.name, "claim-error", f"{key}: lock: {type(exc).__name__}")
-            if not got:
-                self._record_skip(spec, scheduled, kind, view.session_id, "still-running")
+                log.warning("%s: lock attempt failed: %s", key, type(exc).__name__)
+                attempt = LockAttempt.UNKNOWN
+            if attempt is LockAttempt.HELD:
+                # Recorded, so that catch-up does not run it later; only while still connected
+                # in the same session (else nothing is known and the instant stays open).
+                if self._membership.view.session_id == view.session_id:
+                    self._record_skip(spec, scheduled, kind, view.session_id, "still-running")
                 return self._skip(spec.name, "still-running", f"{key}: held by {lock.holder()}")
+            if attempt is LockAttempt.UNKNOWN:
+                # Not recorded: a new owner (or this one, reconnected) can still catch it up.
+                return self._skip(spec.name, "claim-error", f"{key}: lock attempt failed")
 
         record = FireRecord(
             job=spec.name,

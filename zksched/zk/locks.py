@@ -18,6 +18,7 @@ claim's create; and the release can ride in one transaction with the result's wr
 from __future__ import annotations
 
 import contextlib
+import enum
 import logging
 import threading
 import uuid
@@ -34,6 +35,12 @@ from zksched.zk.connection import wait
 from zksched.zk.paths import ClusterPaths
 
 log = logging.getLogger(__name__)
+
+
+class LockAttempt(enum.Enum):
+    ACQUIRED = "acquired"
+    HELD = "held"  # another contender holds it: the previous run is still going
+    UNKNOWN = "unknown"  # the attempt failed on the connection: nothing can be concluded
 
 
 class HeldLocks:
@@ -92,14 +99,27 @@ class JobLock:
         self._on_lost: Callable[[], None] | None = None
         self.held = False
 
-    def try_acquire(self, wait: float = 0.25) -> bool:
-        """Take the lock if it is free or freed within `wait` seconds. False: someone else
-        holds it.
+    def try_acquire(self, wait: float = 0.25) -> LockAttempt:
+        """Take the lock if it is free or freed within `wait` seconds.
 
         kazoo's non-blocking acquire cannot take a deadline (and then retries forever while
         disconnected), so this is a blocking acquire with a short timeout: a previous run
         that is just finishing does not cost the next instant a `still-running` skip.
+        kazoo answers False both when someone holds the lock and when the connection broke
+        mid-attempt (a partition not yet noticed blocks its calls until the socket drops):
+        HELD is returned only when a bounded read shows another contender, else UNKNOWN.
         """
+        for attempt in range(2):
+            if self._attempt(wait):
+                return LockAttempt.ACQUIRED
+            holder = self.holder()
+            if holder is not None:
+                return LockAttempt.HELD
+            if attempt == 0 and not self._client.connected:
+                break
+        return LockAttempt.UNKNOWN
+
+    def _attempt(self, wait: float) -> bool:
         self._registry.add(self._owner_tag)
         try:
             try:
@@ -114,6 +134,8 @@ class JobLock:
                 got = bool(self._lock.acquire(blocking=True, timeout=wait))
         except LockTimeout:
             got = False
+        except (KazooException, KazooTimeoutError):
+            got = False
         except BaseException:
             self._registry.discard(self._owner_tag)
             raise
@@ -127,11 +149,22 @@ class JobLock:
         return got
 
     def holder(self) -> str | None:
+        """The tag of the contender that holds the lock (lowest sequence), by bounded reads;
+        None when nobody does or it cannot be read."""
         try:
-            contenders = self._lock.contenders()
+            children = wait(self._client.get_children_async(self._path), self._timeout)
         except (KazooException, KazooTimeoutError):
             return None
-        return contenders[0] if contenders else None
+        contenders = sorted(children, key=lambda c: c[-10:])
+        for child in contenders:
+            try:
+                data, _ = wait(self._client.get_async(f"{self._path}/{child}"), self._timeout)
+            except NoNodeError:
+                continue
+            except (KazooException, KazooTimeoutError):
+                return None
+            return str(data.decode(errors="replace")) or child
+        return None
 
     def on_lost(self, callback: Callable[[], None]) -> None:
         """Call `callback` (from kazoo's watch thread: keep it short) if the node vanishes."""
