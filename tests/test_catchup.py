@@ -103,3 +103,22 @@ def test_all_runs_the_newest_instants_when_the_backlog_passes_the_limit() -> Non
     assert len(plan.run) == RUN_LIMIT and plan.run[-1] == now
     assert plan.skipped == 500  # the oldest, covered by the skip record
     assert plan.last_skipped is not None and plan.last_skipped < plan.run[0]
+
+
+def test_a_trigger_never_takes_a_scheduled_instant() -> None:
+    from zksched.core.catchup import is_scheduled, trigger_instant
+
+    minutely = Schedule.parse("* * * * *")
+    assert trigger_instant(minutely, at(3)) == at(3) - timedelta(seconds=1)
+    assert trigger_instant(minutely, at(3.5)) == at(3.5)
+    assert not is_scheduled(minutely, trigger_instant(minutely, at(7)))
+    every_second = Schedule.parse("* * * * * *")
+    assert trigger_instant(every_second, at(2)) == at(2)  # no free second: shares it
+
+
+def test_catchup_starts_after_the_newest_scheduled_record_not_a_trigger() -> None:
+    from zksched.core.catchup import newest_scheduled
+
+    records = [at(1), at(2), at(4.25)]  # the last one: a manual trigger between instants
+    assert newest_scheduled(EVERY_MINUTE, records) == at(2)
+    assert newest_scheduled(EVERY_MINUTE, [at(4.25)]) is None

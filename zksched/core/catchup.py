@@ -63,3 +63,30 @@ def plan_catchup(
         first = first or instant
         last = instant
     return CatchupPlan(run, min(skipped, COUNT_LIMIT), first, last)
+
+
+def is_scheduled(schedule: Schedule, instant: datetime) -> bool:
+    return schedule.next_fire(instant - timedelta(seconds=1)) == instant
+
+
+def newest_scheduled(schedule: Schedule, instants: list[datetime]) -> datetime | None:
+    """The newest of these record instants that is one of the schedule's own: catch-up
+    starts after it. Records of manual triggers fall between scheduled instants and must
+    not hide the scheduled ones missed before them."""
+    for instant in sorted(instants, reverse=True):
+        if is_scheduled(schedule, instant):
+            return instant
+    return None
+
+
+def trigger_instant(schedule: Schedule, now: datetime, search: int = 60) -> datetime:
+    """The instant a manual trigger is recorded under: the latest whole second at or before
+    `now` at which the schedule does not fire, so that a trigger never takes a scheduled
+    instant's claim. A job that fires every second has no such second: the trigger then
+    shares `now` with the scheduled run (the job runs at that second either way)."""
+    second = now.replace(microsecond=0)
+    for back in range(search):
+        candidate = second - timedelta(seconds=back)
+        if not is_scheduled(schedule, candidate):
+            return candidate
+    return second

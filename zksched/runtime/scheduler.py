@@ -25,7 +25,7 @@ import mmh3
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
-from zksched.core.catchup import plan_catchup
+from zksched.core.catchup import newest_scheduled, plan_catchup, trigger_instant
 from zksched.core.firekey import fire_key, format_utc, parse_utc
 from zksched.core.jobspec import JobSpec
 from zksched.runtime.clock import Clock
@@ -316,10 +316,12 @@ class FireScheduler:
                 self._cv.notify()
             return
         self._fire_path.remember_history(name, instants)
-        after = lower
-        if instants:
+        recorded: list[datetime] = []
+        for text in instants:
             with contextlib.suppress(ValueError):
-                after = max(after, parse_utc(instants[-1]))
+                recorded.append(parse_utc(text))
+        newest = newest_scheduled(spec.schedule_obj, recorded)
+        after = lower if newest is None else max(lower, newest)
         plan = plan_catchup(spec.schedule_obj, spec.catchup, spec.catchup_window, after, now)
         if plan.skipped:
             span = (
@@ -390,8 +392,9 @@ class FireScheduler:
         try:
             if self._take_trigger is not None and not self._take_trigger(trigger.znode):
                 return  # another member took it
-            instant = datetime.fromtimestamp(int(self._clock.now()), UTC)
-            self._fire_path.fire(spec, instant, "trigger", instant.timestamp())
+            now = datetime.fromtimestamp(self._clock.now(), UTC)
+            instant = trigger_instant(spec.schedule_obj, now)
+            self._fire_path.fire(spec, instant, "trigger", now.timestamp())
         finally:
             with self._cv:
                 self._triggers_in_flight.discard(trigger.znode)
