@@ -11,8 +11,6 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-import pytest
-
 from zksched.devtools.chaos import SCENARIOS, ScenarioResult, run_scenario
 
 SEED = 20261129
@@ -49,14 +47,6 @@ def test_rolling_restart_hands_over_within_a_second(tmp_path: Path) -> None:
     assert max(result.graceful_failover_s) < 1.0
 
 
-# Known daemon bug (docs/reliability.md, "Known problems"): an instant that falls due while
-# a member is cut off but has not yet noticed it blocks in kazoo's Lock.acquire until the
-# connection drops; its timeout is then read as "held by someone", and a `skipped:
-# still-running` record written after the reconnect keeps catch-up from ever running it.
-@pytest.mark.xfail(
-    reason="a lock attempt that times out during a partition records still-running",
-    strict=False,
-)
 def test_partition_shorter_and_longer_than_the_session(tmp_path: Path) -> None:
     result = run(tmp_path, "partition", 1)
     assert result.crash_failover_s, "the long partition took no job over"

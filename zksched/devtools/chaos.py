@@ -400,6 +400,15 @@ class ScenarioContext:
     def session_timeout(self) -> float:
         return self.cluster.session_timeout
 
+    def pick_victim(self) -> Member:
+        """A random member among those that fired something in the last two seconds (with a
+        few jobs a member may own none, and faulting it would show nothing)."""
+        recent = {
+            f.member_id for f in read_fires(self.cluster.fire_log) if f.started > time.time() - 2
+        }
+        busy = [m for m in self.cluster.members if m.member_id in recent]
+        return self.rng.choice(busy or self.cluster.members)
+
     def time_left(self, started: float) -> float:
         return self.duration - (time.monotonic() - started)
 
@@ -427,7 +436,7 @@ def kill9(ctx: ScenarioContext) -> None:
     started = time.monotonic()
     while True:
         time.sleep(ctx.rng.uniform(1.5, 3.0))
-        victim = ctx.rng.choice(ctx.cluster.members)
+        victim = ctx.pick_victim()
         ctx.faults.append(FaultEvent(victim.member_id, ctx.cluster.kill(victim), graceful=False))
         # the replacement joins only after the takeover, so that it cannot hide a slow one
         time.sleep(ctx.session_timeout + ctx.rng.uniform(1.0, 2.0))
@@ -456,7 +465,7 @@ def partition(ctx: ScenarioContext) -> None:
     """Blackhole one member's path to ZooKeeper: shorter than its session timeout, then longer."""
     started = time.monotonic()
     while True:
-        victim = ctx.rng.choice(ctx.cluster.members)
+        victim = ctx.pick_victim()
         assert victim.proxy is not None
         short = ctx.session_timeout * ctx.rng.uniform(0.4, 0.7)
         victim.proxy.set_mode(BLACKHOLE)
