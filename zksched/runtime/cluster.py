@@ -6,10 +6,15 @@ threads and must never block (kazoo #381).
 
 Fail-safe: the published `ClusterView` says `connected=False` the moment the session is
 SUSPENDED or LOST, and a view counts as owning jobs only when it was read in the current
-session and contains this member's own node. When SUSPENDED lasts past `loss_margin`
-(a sixth of the session timeout: kazoo may notice a dead socket only two thirds of a timeout
-after the server last heard from us), the session is treated as lost: listeners are told, so
-that runs can be stopped before another member may take the jobs over.
+session and contains this member's own node.
+
+Contact watchdog: kazoo cannot be trusted to notice a dead connection in time. It pings only
+after read_timeout/2 (T/3) without sending anything and counts every request as a ping, so a
+member that keeps firing jobs into a partition may never see SUSPENDED. A small thread
+therefore probes ZooKeeper every T/12 and measures the silence since the last reply: past T/3
+the member owns nothing; at T/2 the session is treated as lost (listeners stop runs). The
+server cannot expire the session before T after it last heard from us, so this stays ahead
+of any takeover whatever kazoo believes.
 """
 
 from __future__ import annotations
@@ -89,9 +94,16 @@ class ClusterMembership:
         self._paths = paths
         self._session_timeout = session_timeout
         self._call_timeout = call_timeout or max(1.0, session_timeout / 2)
-        # The server may expire us T after it last heard from us; kazoo reports SUSPENDED up
-        # to 2T/3 after that, so at most T/3 remain: act half-way through what is left.
-        self.loss_margin = session_timeout / 6
+        # Silence (no reply) thresholds, see the module docstring.
+        self.silence_limit = session_timeout / 3
+        self.loss_margin = session_timeout / 2
+        self._probe_interval = session_timeout / 12
+        self._last_heard = time.monotonic()
+        self._ever_heard = False  # no silence to measure before the first contact
+        self._probe_outstanding = False
+        self._silent = False
+        self._loss_lock = threading.Lock()
+        self._watchdog: threading.Thread | None = None
         self._registration = MemberRegistration(client, paths, member, self._call_timeout)
         self._reader = MemberReader(client, paths, self._call_timeout)
         self._wakeup: queue.SimpleQueue[str] = queue.SimpleQueue()
@@ -101,7 +113,6 @@ class ClusterMembership:
         self._view = ClusterView(False, None, member.member_id, None, OwnerTable())
         self._view_listeners: list[ViewListener] = []
         self._loss_listeners: list[Callable[[], None]] = []
-        self._suspended_since: float | None = None
         self._declared_lost = False
         self._dirty = True
         self._paths_ready_session: int | None = None
@@ -135,6 +146,10 @@ class ClusterMembership:
         self._client.add_listener(self._on_state)
         self._thread = threading.Thread(target=self._run, name="zksched-cluster", daemon=True)
         self._thread.start()
+        self._watchdog = threading.Thread(
+            target=self._watch_contact, name="zksched-contact", daemon=True
+        )
+        self._watchdog.start()
         if self._client.connected:
             self._wakeup.put("state")
 
@@ -144,6 +159,8 @@ class ClusterMembership:
         self._wakeup.put("stop")
         if self._thread is not None:
             self._thread.join(timeout=self._call_timeout + 2)
+        if self._watchdog is not None:
+            self._watchdog.join(timeout=2)
         self._client.remove_listener(self._on_state)
         self._publish(replace(self._view, connected=False))
         if self._client.connected:
@@ -155,11 +172,7 @@ class ClusterMembership:
     # -- kazoo callbacks: never block -------------------------------------------------------
 
     def _on_state(self, state: KazooState) -> None:
-        if state == KazooState.CONNECTED:
-            self._suspended_since = None
-        else:
-            if self._suspended_since is None:
-                self._suspended_since = time.monotonic()
+        if state != KazooState.CONNECTED:
             # Fail-safe at once: nothing is owned while not connected.
             self._view = replace(self._view, connected=False)
             if state == KazooState.LOST:
@@ -192,8 +205,6 @@ class ClusterMembership:
                 self._next_retry = time.monotonic() + RETRY_DELAY
 
     def _tick(self) -> float:
-        if self._suspended_since is not None and not self._declared_lost:
-            return 0.1
         return 0.5 if self._dirty else 1.0
 
     def _state_changed(self, state: str) -> None:
@@ -223,9 +234,10 @@ class ClusterMembership:
             self._restart_client_later()
             return
         if not self._client.connected:
-            self._check_suspension(now)
             self._log_waiting(now)
             return
+        if self._silent:
+            return  # no reply for a while: the watchdog wakes us when ZooKeeper answers
         self._waiting_since = now
         if now - self._last_read > RESYNC_INTERVAL:
             self._dirty = True
@@ -249,6 +261,7 @@ class ClusterMembership:
             log.warning("could not refresh membership (%s); retrying", type(exc).__name__)
             return
         self._last_read = time.monotonic()
+        self._heard()
         if session_id != self._current_session() or not self._client.connected:
             self._dirty = True  # the session moved on while we read: read again
             return
@@ -287,17 +300,58 @@ class ClusterMembership:
             except Exception:
                 log.exception("view listener failed")
 
-    def _check_suspension(self, now: float) -> None:
-        since = self._suspended_since
-        if since is not None and not self._declared_lost and now - since >= self.loss_margin:
-            self._declare_lost(
-                f"disconnected for {now - since:.1f}s, the session may expire at any moment"
-            )
+    # -- the contact watchdog thread ------------------------------------------------------
+
+    def _watch_contact(self) -> None:
+        while not self._stopping.wait(self._probe_interval):
+            if self._client.connected and not self._probe_outstanding:
+                self._probe_outstanding = True
+                try:
+                    self._client.exists_async("/").rawlink(self._on_probe_reply)
+                except Exception:  # closed between the check and the call
+                    self._probe_outstanding = False
+            if not self._ever_heard:
+                continue
+            silence = time.monotonic() - self._last_heard
+            if silence >= self.loss_margin:
+                self._declare_lost(
+                    f"no reply from ZooKeeper for {silence:.1f}s; the session may expire soon"
+                )
+            if silence > self.silence_limit and not self._silent:
+                self._silent = True
+                log.warning(
+                    "no reply from ZooKeeper for %.1fs; owning nothing until it answers",
+                    silence,
+                    extra={"event": "silent", "silence": round(silence, 3)},
+                )
+                self._publish(replace(self._view, connected=False))
+                self._wakeup.put("silent")
+
+    def _on_probe_reply(self, result: Any) -> None:
+        """kazoo's completion thread: record and wake, nothing else."""
+        self._probe_outstanding = False
+        if result.successful():
+            self._heard()
+
+    def _heard(self) -> None:
+        self._last_heard = time.monotonic()
+        self._ever_heard = True
+        if self._declared_lost and self._client.connected:
+            with self._loss_lock:
+                # Answers again without a new session: it survived (a delay spike, a slow
+                # leader election). Runs stopped by the loss policy stay stopped.
+                self._declared_lost = False
+            log.info("ZooKeeper answers again; the session survived", extra={"event": "heard"})
+        if self._silent:
+            self._silent = False
+            self._dirty = True  # re-read members before owning again
+            self._wakeup.put("heard")
 
     def _declare_lost(self, why: str) -> None:
-        if self._declared_lost:
-            return
-        self._declared_lost = True
+        with self._loss_lock:  # from the coordinator (LOST) or the watchdog (silence)
+            if self._declared_lost:
+                return
+            self._declared_lost = True
         self._dirty = True
         log.warning(
             "treating the ZooKeeper session as lost: %s", why, extra={"event": "session-lost"}

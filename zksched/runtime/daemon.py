@@ -88,6 +88,7 @@ class Daemon:
                 on_session_loss=config.on_session_loss,
                 call_timeout=call_timeout,
                 allowed_commands=config.allowed_commands,
+                concurrency=config.concurrency,
             ),
             self.clock,
         )

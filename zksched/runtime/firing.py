@@ -31,7 +31,7 @@ from zksched.core.jobspec import JobSpec
 from zksched.core.owners import command_allowed
 from zksched.runtime.clock import Clock
 from zksched.runtime.cluster import ClusterMembership
-from zksched.runtime.runner import CommandRunner, RunningCommand, RunRequest
+from zksched.runtime.runner import CommandRunner, RunningCommand, RunRequest, RunResult
 from zksched.runtime.skips import SkipLog
 from zksched.zk.claims import AlreadyClaimed, Claimed, FireClaims
 from zksched.zk.locks import HeldLocks, JobLock, LockAttempt
@@ -50,6 +50,7 @@ class FireSettings:
     on_session_loss: Literal["terminate", "continue"] = "terminate"
     call_timeout: float = 3.0
     allowed_commands: tuple[str, ...] | None = None  # None: every command may run here
+    concurrency: int = 32  # commands running at once on this member
 
 
 @dataclass
@@ -92,6 +93,9 @@ class FirePath:
         self._history_lock = threading.Lock()
         self._unwritten: list[tuple[Claimed, FireRecord]] = []
         self._held_locks = HeldLocks()
+        self._slots = threading.BoundedSemaphore(settings.concurrency)
+        self._in_flight = 0  # fires claimed and not yet recorded (guarded by _idle)
+        self._idle = threading.Condition()
         self.stats = FireStats()
         self.observers: list[Callable[[Mapping[str, object]], None]] = []
         membership.add_session_loss_listener(self._on_session_lost)
@@ -116,6 +120,7 @@ class FirePath:
         instant: datetime,
         kind: FireKind = "scheduled",
         due_at: float | None = None,
+        wait: bool = True,
     ) -> str:
         """Run one fire; returns its outcome (a result state or `skip:<reason>`)."""
         key = fire_key(spec.name, instant)
@@ -181,7 +186,7 @@ class FirePath:
             holder = outcome.record.member_id if outcome.record else "unreadable record"
             return self._skip(spec.name, "already-claimed", f"{key} by {holder}")
         self._note_history(spec.name, scheduled)
-        return self._run(spec, outcome, lock, key, t_due, t_claimed)
+        return self._run(spec, outcome, lock, key, t_due, t_claimed, wait)
 
     def _claim(
         self, record: FireRecord, labels: Mapping[str, str], program: str | None = None
@@ -225,7 +230,11 @@ class FirePath:
         key: str,
         t_due: float,
         t_claimed: float,
+        wait: bool,
     ) -> str:
+        """Start the command. With wait=False the caller's thread is free as soon as it has
+        started: the run's own monitor thread records the result (a pool thread is never held
+        for a command's whole run, so punctuality does not depend on how long jobs take)."""
         env = dict(spec.env)
         env.update(
             ZKSCHED_JOB=spec.name,
@@ -235,26 +244,57 @@ class FirePath:
             ZKSCHED_CLIENT_ID=self._settings.client_id,
             ZKSCHED_FENCING_TOKEN=str(claimed.fencing_token),
         )
-        command = self._runner.start(
-            RunRequest(
-                job=spec.name,
-                fire_key=key,
-                argv=tuple(spec.command),
-                env=env,
-                cwd=spec.workdir,
-                timeout=spec.timeout,
+        with self._idle:
+            self._in_flight += 1
+        self._slots.acquire()  # --concurrency: wait for a free slot (the claim is ours)
+        try:
+            command = self._runner.start(
+                RunRequest(
+                    job=spec.name,
+                    fire_key=key,
+                    argv=tuple(spec.command),
+                    env=env,
+                    cwd=spec.workdir,
+                    timeout=spec.timeout,
+                )
             )
-        )
+        except BaseException:
+            self._slots.release()
+            self._done_in_flight()
+            raise
         t_started = self._clock.now()
         with self._running_lock:
             self._running[key] = _Running(command, lock, key)
         if lock is not None:
             lock.on_lost(lambda: self._on_lock_lost(key))
-        try:
-            result = command.wait()
-        finally:
-            with self._running_lock:
-                self._running.pop(key, None)
+
+        def finish(result: RunResult) -> None:
+            self._slots.release()
+            try:
+                self._finish(spec, claimed, lock, key, t_due, t_claimed, t_started, result)
+            finally:
+                self._done_in_flight()
+
+        if not wait:
+            command.on_done(finish)
+            return "started"
+        result = command.wait()
+        finish(result)
+        return result.status
+
+    def _finish(
+        self,
+        spec: JobSpec,
+        claimed: Claimed,
+        lock: JobLock | None,
+        key: str,
+        t_due: float,
+        t_claimed: float,
+        t_started: float,
+        result: RunResult,
+    ) -> None:
+        with self._running_lock:
+            self._running.pop(key, None)
         final = replace(
             claimed.record,
             state=result.status,
@@ -268,8 +308,9 @@ class FirePath:
             if lock is not None:
                 lock.release()
         self._prune(spec)
-        self.stats.fired += 1
-        self.stats.results[result.status] = self.stats.results.get(result.status, 0) + 1
+        with self._running_lock:  # finishes run on many monitor threads at once
+            self.stats.fired += 1
+            self.stats.results[result.status] = self.stats.results.get(result.status, 0) + 1
         event = {
             "event": "fire",
             "job": spec.name,
@@ -294,7 +335,16 @@ class FirePath:
         )
         for observer in self.observers:
             observer(event)
-        return result.status
+
+    def _done_in_flight(self) -> None:
+        with self._idle:
+            self._in_flight -= 1
+            self._idle.notify_all()
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Block until every claimed fire has finished and been recorded (graceful stop)."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._in_flight == 0, timeout)
 
     # -- records ----------------------------------------------------------------------------
 

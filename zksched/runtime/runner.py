@@ -56,7 +56,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -220,6 +220,7 @@ class RunningCommand:
         self._result: RunResult | None = None
         self._terminate_reason: str | None = None
         self._wake_w: int | None = None  # guarded by _lock: closed (None) once the run ended
+        self._callbacks: list[Callable[[RunResult], None]] = []  # guarded by _lock
 
     @classmethod
     def _failed(cls, request: RunRequest, started_at: float, message: str) -> RunningCommand:
@@ -306,9 +307,26 @@ class RunningCommand:
                 os.close(self._wake_w)
                 self._wake_w = None
 
+    def on_done(self, callback: Callable[[RunResult], None]) -> None:
+        """Call `callback(result)` once the run is over: from the run's monitor thread, or at
+        once if it is over already. Lets a caller hand a run off instead of blocking on it."""
+        with self._lock:
+            if self._result is None:
+                self._callbacks.append(callback)
+                return
+            result = self._result
+        callback(result)
+
     def _finish(self, result: RunResult) -> None:
-        self._result = result
+        with self._lock:
+            self._result = result
+            callbacks, self._callbacks = self._callbacks, []
         self._done.set()
+        for callback in callbacks:
+            try:
+                callback(result)
+            except Exception:
+                log.exception("completion of job %s failed", self.request.job)
 
 
 class _OutputLog:

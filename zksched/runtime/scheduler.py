@@ -3,7 +3,8 @@
 Ownership is reconciled whenever the job table or the cluster view changes: jobs this member
 takes over are caught up (their missed instants, by policy) and scheduled; jobs it lost are
 dropped (stale heap entries are skipped by generation). All fires run on one bounded worker
-pool (`concurrency`), never a thread per fire.
+pool (`concurrency`), never a thread per fire; a scheduled fire holds a pool thread only
+until its command has started (the run's own monitor thread records the result).
 
 While a job's catch-up runs, its scheduled instants that come due wait behind it, so that a
 backlog is run oldest first and never collides with the job's own next instant.
@@ -16,6 +17,7 @@ import heapq
 import itertools
 import logging
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -138,10 +140,16 @@ class FireScheduler:
             done.set()
 
         threading.Thread(target=drain, daemon=True).start()
-        if not done.wait(wait_for_running):
+        deadline = time.monotonic() + wait_for_running
+        # Claims in progress drain from the pool; started commands finish on their own threads.
+        finished = done.wait(wait_for_running) and self._fire_path.wait_idle(
+            max(0.0, deadline - time.monotonic())
+        )
+        if not finished:
             log.warning("fires still running after %.0fs; terminating them", wait_for_running)
             self._fire_path.terminate_all("the daemon is stopping")
             done.wait(10)
+            self._fire_path.wait_idle(10)
 
     # -- the timer thread -----------------------------------------------------------------------
 
@@ -200,7 +208,7 @@ class FireScheduler:
                 backlog.append((instant, kind))  # runs after the catch-up, in order
                 return
             spec = owned.spec
-        self._submit(self._fire_path.fire, spec, instant, kind, due_ts)
+        self._submit(self._fire_path.fire, spec, instant, kind, due_ts, False)
 
     def _submit(self, fn: Callable[..., object], *args: object) -> None:
         with contextlib.suppress(RuntimeError):  # the pool is shut down: we are stopping
