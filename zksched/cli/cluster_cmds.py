@@ -120,6 +120,10 @@ def run(
         except ValueError as exc:
             raise invalid(str(exc)) from None
     setup_logging(ctx.log_level, ctx.log_format)
+    # Every ZooKeeper reply passes through kazoo's single I/O thread; with many fire threads
+    # runnable, the default 5 ms GIL switch interval makes each round trip wait for it
+    # (measured: due->claimed p50 several times lower at 0.5 ms; docs/benchmarks.md).
+    sys.setswitchinterval(0.0005)
     daemon = Daemon(
         DaemonConfig(
             zk=settings,
