@@ -146,7 +146,7 @@ class ZkServer:
         self.process = subprocess.Popen(
             [
                 java_binary(),
-                "-Xmx256m",
+                "-Xmx1g",
                 "-XX:+UseSerialGC",
                 "-cp",
                 find_classpath(),
