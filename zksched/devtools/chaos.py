@@ -815,18 +815,23 @@ def _judge(
     result.duplicates = sum(n - 1 for n in dups.values())
     for key in sorted(dups)[:5]:
         result.missing.append(f"{key} ran {dups[key]} times")
+    alive = {m.member_id for m in cluster.members if m.alive}
     for key in sorted(expected - set(counts)):
         job, instant = key.split("@", 1)
         try:
             record = cluster.fire_record(job, instant)
         except (KazooException, KazooTimeoutError):
             record = None
-        if record is not None and record.state == "running":
+        if record is not None and record.state == "running" and record.member_id not in alive:
             result.abandoned += 1
-            why = f"abandoned (claimed by {record.member_id}, never started)"
+            why = f"abandoned (claimed by {record.member_id}, which died before starting it)"
         else:
             result.gaps += 1
-            why = f"gap ({record.state}: {record.skip_reason})" if record else "gap (no claim)"
+            why = (
+                f"gap ({record.state}: {record.skip_reason}, by {record.member_id})"
+                if record
+                else "gap (no claim)"
+            )
         if len(result.missing) < 12:
             result.missing.append(f"{key} {why}")
     in_span = [
