@@ -138,3 +138,55 @@ def test_history_is_pruned_to_its_count(
     assert 3 <= len(kept) <= 3 + 5 + 1
     newest = max(FireLog(tmp_path / "out.log").fire_keys()).split("@", 1)[1]
     wait_until(lambda: newest in kazoo.get_children(folder), 3, what="newest kept")
+
+
+def test_a_claim_whose_outcome_was_unknown_is_settled_and_run_once(
+    zk: str, client_id: str, tmp_path: Path
+) -> None:
+    """The create lands but its reply is lost, and ZooKeeper stays unreadable past the
+    resolution deadline: the fire is skipped `claim-error` at first, then settled once
+    ZooKeeper answers, and run (late) exactly once."""
+    from kazoo.handlers.threading import KazooTimeoutError
+
+    out = tmp_path / "fires.log"
+    apply_text(zk, client_id, tmp_path, recording_job("unlucky", out, schedule="*/2 * * * * *"))
+    daemon = Daemon(
+        DaemonConfig(
+            zk=ZkSettings(hosts=zk, session_timeout=SESSION_TIMEOUT),
+            client_id=client_id,
+            member_id="m-1",
+        )
+    )
+    claims = daemon.fire_path.claims
+    real_claim, real_resolve = claims.claim, claims.resolve
+    state = {"victim": None, "blind_until": 0.0}
+
+    def claim(record):  # type: ignore[no-untyped-def]
+        outcome = real_claim(record)
+        if state["victim"] is None:
+            state["victim"] = record.fire_key
+            state["blind_until"] = time.monotonic() + SESSION_TIMEOUT  # past the deadline
+            raise KazooTimeoutError("injected: the reply was lost")
+        return outcome
+
+    def resolve(record):  # type: ignore[no-untyped-def]
+        if time.monotonic() < state["blind_until"]:
+            raise KazooTimeoutError("injected: ZooKeeper does not answer yet")
+        return real_resolve(record)
+
+    claims.claim, claims.resolve = claim, resolve  # type: ignore[method-assign]
+    daemon.start()
+    try:
+        wait_until(lambda: state["victim"], 15, what="the injected failure")
+        wait_until(
+            lambda: daemon.skips.by_job[("unlucky", "claim-error")] >= 1,
+            10,
+            what="the claim-error skip",
+        )
+        log = FireLog(out)
+        wait_until(lambda: state["victim"] in log.fire_keys(), 15, what="the late run")
+        time.sleep(2.5)
+        assert log.fire_keys().count(state["victim"]) == 1
+        assert log.duplicates() == {}
+    finally:
+        daemon.stop()

@@ -53,6 +53,17 @@ class FireSettings:
     concurrency: int = 32  # commands running at once on this member
 
 
+@dataclass(frozen=True)
+class _Retry:
+    """A fire that failed on the connection, to settle once ZooKeeper answers."""
+
+    spec: JobSpec
+    instant: datetime
+    kind: FireKind
+    due_at: float
+    record: FireRecord | None  # the claim attempt whose outcome is unknown, if any
+
+
 @dataclass
 class _Running:
     command: RunningCommand
@@ -92,6 +103,7 @@ class FirePath:
         self._history: dict[str, list[str]] = {}  # job -> known record instants, oldest first
         self._history_lock = threading.Lock()
         self._unwritten: list[tuple[Claimed, FireRecord]] = []
+        self._retries: list[_Retry] = []
         self._held_locks = HeldLocks()
         self._slots = threading.BoundedSemaphore(settings.concurrency)
         self._in_flight = 0  # fires claimed and not yet recorded (guarded by _idle)
@@ -163,7 +175,9 @@ class FirePath:
                     self._record_skip(spec, scheduled, kind, view.session_id, "still-running")
                 return self._skip(spec.name, "still-running", f"{key}: held by {lock.holder()}")
             if attempt is LockAttempt.UNKNOWN:
-                # Not recorded: a new owner (or this one, reconnected) can still catch it up.
+                # Not recorded, and retried once ZooKeeper answers (a new owner would catch it
+                # up, but this member may well stay the owner).
+                self._queue_retry(_Retry(spec, instant, kind, t_due, None))
                 return self._skip(spec.name, "claim-error", f"{key}: lock attempt failed")
 
         record = FireRecord(
@@ -182,6 +196,9 @@ class FirePath:
             if lock is not None:
                 lock.release()
             if outcome is None:
+                # The create may have landed: resolved (and then run, or re-claimed) once
+                # ZooKeeper answers, so that the instant is not lost while we stay the owner.
+                self._queue_retry(_Retry(spec, instant, kind, t_due, record))
                 return self._skip(spec.name, "claim-error", key)
             holder = outcome.record.member_id if outcome.record else "unreadable record"
             return self._skip(spec.name, "already-claimed", f"{key} by {holder}")
@@ -425,7 +442,67 @@ class FirePath:
 
     def has_unwritten(self) -> bool:
         with self._running_lock:
-            return bool(self._unwritten)
+            return bool(self._unwritten or self._retries)
+
+    def _queue_retry(self, retry: _Retry) -> None:
+        with self._running_lock:
+            self._retries.append(retry)
+
+    def retry_unresolved(self) -> None:
+        """Settle fires that failed on the connection (called periodically while connected).
+
+        No record: the instant is still free, fire it again. A record with our nonce: a claim
+        whose command this member knows it never started, so running it now cannot run it
+        twice. Someone else's record: it is theirs. Given up after the job's catch-up window.
+        """
+        with self._running_lock:
+            pending, self._retries = self._retries, []
+        for retry in pending:
+            spec, key = retry.spec, fire_key(retry.spec.name, retry.instant)
+            if self._clock.now() - retry.instant.timestamp() > max(spec.catchup_window, 60.0):
+                log.error(
+                    "%s: giving up after repeated ZooKeeper failures",
+                    key,
+                    extra={"event": "retry-abandoned", "fire_key": key},
+                )
+                continue
+            try:
+                found = self._claims.resolve(retry.record) if retry.record else None
+            except (KazooException, KazooTimeoutError):
+                self._queue_retry(retry)
+                continue
+            if isinstance(found, AlreadyClaimed):
+                continue
+            if found is None:
+                log.info("%s: retrying after a ZooKeeper failure", key)
+                self.fire(spec, retry.instant, retry.kind, retry.due_at, wait=False)
+                continue
+            self._run_late(retry, found, key)
+
+    def _run_late(self, retry: _Retry, claimed: Claimed, key: str) -> None:
+        spec = retry.spec
+        lock: JobLock | None = None
+        if spec.overlap == "skip":
+            lock = JobLock(
+                self._client,
+                self._paths,
+                spec.name,
+                self._settings.member_id,
+                claimed.record.session,
+                self._settings.call_timeout,
+                self._held_locks,
+            )
+            attempt = lock.try_acquire()
+            if attempt is LockAttempt.UNKNOWN:
+                self._queue_retry(retry)
+                return
+            if attempt is LockAttempt.HELD:
+                self._write_result(
+                    claimed, replace(claimed.record, state="skipped", skip_reason="still-running")
+                )
+                return
+        log.info("%s: claim confirmed after a ZooKeeper failure; running it now", key)
+        self._run(spec, claimed, lock, key, retry.due_at, self._clock.now(), wait=False)
 
     def flush_unwritten(self) -> None:
         """Retry result writes that failed (called periodically while connected)."""

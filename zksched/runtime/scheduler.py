@@ -165,6 +165,7 @@ class FireScheduler:
                     and (self._view.connected)
                 ):
                     self._submit(self._fire_path.flush_unwritten)
+                    self._submit(self._fire_path.retry_unresolved)
             with self._cv:
                 self.heartbeat = self._clock.now()
                 if self._dirty:
