@@ -19,14 +19,14 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
 from zksched.core.firekey import fire_key, format_utc
-from zksched.core.fires import FireRecord
+from zksched.core.fires import FireRecord, FireState
 from zksched.core.jobspec import JobSpec
 from zksched.core.owners import command_allowed
 from zksched.runtime.clock import Clock
@@ -180,16 +180,7 @@ class FirePath:
                 self._queue_retry(_Retry(spec, instant, kind, t_due, None))
                 return self._skip(spec.name, "claim-error", f"{key}: lock attempt failed")
 
-        record = FireRecord(
-            job=spec.name,
-            scheduled=scheduled,
-            member_id=self._settings.member_id,
-            session=view.session_id,
-            nonce=uuid.uuid4().hex[:16],
-            state="running",
-            claimed_at=self._clock.iso(),
-            kind=kind,
-        )
+        record = self._new_record(spec.name, scheduled, view.session_id, "running", kind)
         outcome = self._claim(record, spec.labels, spec.command[0])
         t_claimed = self._clock.now()
         if not isinstance(outcome, Claimed):
@@ -365,20 +356,35 @@ class FirePath:
 
     # -- records ----------------------------------------------------------------------------
 
-    def _record_skip(
-        self, spec: JobSpec, scheduled: str, kind: FireKind, session: int, reason: str
-    ) -> None:
-        """A deliberate skip is recorded, so that catch-up does not run it later."""
-        record = FireRecord(
-            job=spec.name,
+    def _new_record(
+        self,
+        job: str,
+        scheduled: str,
+        session: int,
+        state: FireState,
+        kind: FireKind,
+        **fields: Any,
+    ) -> FireRecord:
+        """A claim record of this member, with a fresh nonce (how a create whose reply was
+        lost is recognised as ours)."""
+        return FireRecord(
+            job=job,
             scheduled=scheduled,
             member_id=self._settings.member_id,
             session=session,
             nonce=uuid.uuid4().hex[:16],
-            state="skipped",
+            state=state,
             claimed_at=self._clock.iso(),
             kind=kind,
-            skip_reason=reason,
+            **fields,
+        )
+
+    def _record_skip(
+        self, spec: JobSpec, scheduled: str, kind: FireKind, session: int, reason: str
+    ) -> None:
+        """A deliberate skip is recorded, so that catch-up does not run it later."""
+        record = self._new_record(
+            spec.name, scheduled, session, "skipped", kind, skip_reason=reason
         )
         try:
             if isinstance(self._claims.claim(record), Claimed):
@@ -394,15 +400,12 @@ class FirePath:
         if not view.connected or view.session_id is None:
             return
         scheduled = format_utc(last)
-        record = FireRecord(
-            job=spec.name,
-            scheduled=scheduled,
-            member_id=self._settings.member_id,
-            session=view.session_id,
-            nonce=uuid.uuid4().hex[:16],
-            state="skipped",
-            claimed_at=self._clock.iso(),
-            kind="catchup",
+        record = self._new_record(
+            spec.name,
+            scheduled,
+            view.session_id,
+            "skipped",
+            "catchup",
             skip_reason="outside-catchup-window",
             extra={"covers_from": format_utc(first), "count": count},
         )
