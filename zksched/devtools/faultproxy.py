@@ -61,6 +61,8 @@ class FaultProxy:
     _delayed: list[tuple[float, int, socket.socket, bytes]] = field(default_factory=list)
     _delay_cv: threading.Condition = field(default_factory=threading.Condition)
     _seq: itertools.count[int] = field(default_factory=itertools.count)
+    _queued: dict[socket.socket, int] = field(default_factory=dict)  # per destination
+    _last_due: dict[socket.socket, float] = field(default_factory=dict)
 
     @property
     def address(self) -> str:
@@ -151,7 +153,9 @@ class FaultProxy:
                 if mode == RESET:
                     self._close(pair, abort=True)
                     return
-                if mode == DELAY and self.delay > 0:
+                if (mode == DELAY and self.delay > 0) or self._queued.get(peers[sock], 0):
+                    # Still-queued chunks go first, even after the delay is switched off:
+                    # TCP never reorders a stream (kazoo dies on reordered replies).
                     self._schedule(peers[sock], data)
                     continue
                 try:
@@ -163,7 +167,11 @@ class FaultProxy:
 
     def _schedule(self, dest: socket.socket, data: bytes) -> None:
         with self._delay_cv:
-            due = time.monotonic() + self.delay
+            delay = self.delay if self.mode == DELAY else 0.0
+            # Never earlier than what is queued for the same socket: order is kept.
+            due = max(time.monotonic() + delay, self._last_due.get(dest, 0.0))
+            self._last_due[dest] = due
+            self._queued[dest] = self._queued.get(dest, 0) + 1
             heapq.heappush(self._delayed, (due, next(self._seq), dest, data))
             self._delay_cv.notify()
 
@@ -180,6 +188,7 @@ class FaultProxy:
                     self._delay_cv.wait(wait)
                     continue
                 heapq.heappop(self._delayed)
+                self._queued[dest] -= 1
             with contextlib.suppress(OSError):
                 dest.sendall(data)
 

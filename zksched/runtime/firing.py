@@ -165,7 +165,7 @@ class FirePath:
             )
             try:
                 attempt = lock.try_acquire()
-            except (KazooException, KazooTimeoutError) as exc:
+            except Exception as exc:  # incl. errors kazoo's connection loop surfaces
                 log.warning("%s: lock attempt failed: %s", key, type(exc).__name__)
                 attempt = LockAttempt.UNKNOWN
             if attempt is LockAttempt.HELD:
@@ -202,7 +202,7 @@ class FirePath:
         """Claim, or find out what became of a claim whose reply was lost. None: unknown."""
         try:
             return self._claims.claim(record)
-        except (KazooException, KazooTimeoutError) as exc:
+        except Exception as exc:  # kazoo can also surface its connection loop's own errors
             log.warning(
                 "claim of %s@%s failed (%s); finding out whether it landed",
                 record.job,
@@ -214,7 +214,7 @@ class FirePath:
             if self._client.connected:
                 try:
                     found = self._claims.resolve(record)
-                except (KazooException, KazooTimeoutError):
+                except Exception:  # any failure here only means "not known yet"
                     time.sleep(0.1)
                     continue
                 if found is not None:
@@ -225,7 +225,7 @@ class FirePath:
                     return None
                 try:  # certainly not created: try once more
                     return self._claims.claim(record)
-                except (KazooException, KazooTimeoutError):
+                except Exception:
                     pass
             time.sleep(0.1)
         return None
@@ -425,7 +425,7 @@ class FirePath:
             return False
         try:
             done = self._claims.complete_and_release(claimed, record, node)
-        except (KazooException, KazooTimeoutError):
+        except Exception:
             return False  # unknown outcome: the separate unconditional write settles it
         if done:
             lock.released()
@@ -434,7 +434,7 @@ class FirePath:
     def _write_result(self, claimed: Claimed, record: FireRecord) -> None:
         try:
             self._claims.complete(claimed, record)
-        except (KazooException, KazooTimeoutError) as exc:
+        except Exception as exc:  # kept and retried whatever went wrong
             log.warning(
                 "could not record the result of %s (%s); will retry",
                 record.fire_key,
@@ -471,7 +471,7 @@ class FirePath:
                 continue
             try:
                 found = self._claims.resolve(retry.record) if retry.record else None
-            except (KazooException, KazooTimeoutError):
+            except Exception:
                 self._queue_retry(retry)
                 continue
             if isinstance(found, AlreadyClaimed):
