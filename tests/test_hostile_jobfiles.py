@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from zksched.cli.main import cli
+from zksched.core.jobspec import JOB_KEYS
 
 NOWHERE = ["--zk", "127.0.0.1:1", "--connect-timeout", "0.1"]
 _SETTINGS = settings(
@@ -65,23 +66,7 @@ VALUES: Any = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(ODD_TEXT, inner, max_size=3),
     max_leaves=12,
 )
-KEYS = st.sampled_from(
-    [
-        "schedule",
-        "command",
-        "timezone",
-        "timeout",
-        "jitter",
-        "overlap",
-        "catchup",
-        "catchup_window",
-        "labels",
-        "env",
-        "history",
-        "paused",
-        "workdir",
-    ]
-)
+KEYS = st.sampled_from(JOB_KEYS)
 
 
 def toml_key(key: str) -> str:

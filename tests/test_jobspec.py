@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from zksched.core.jobspec import (
+    JOB_KEYS,
     MAX_FILE_BYTES,
     FrozenMap,
     JobSpec,
@@ -557,19 +558,7 @@ def test_random_bytes_and_text(data: str | bytes) -> None:
     overrides=st.dictionaries(
         st.sampled_from(
             [
-                "schedule",
-                "command",
-                "timezone",
-                "timeout",
-                "jitter",
-                "overlap",
-                "catchup",
-                "catchup_window",
-                "labels",
-                "env",
-                "history",
-                "paused",
-                "workdir",
+                *JOB_KEYS,
                 "bogus",
                 "../x",
             ]
