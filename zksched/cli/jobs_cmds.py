@@ -26,7 +26,6 @@ from zksched.core.jobtable import JobEntry, StoredJob, parse_stored, plan_apply
 from zksched.core.names import name_problem
 from zksched.core.owners import OwnerTable
 from zksched.zk.claims import FireClaims
-from zksched.zk.connection import wait
 from zksched.zk.jobstore import ConcurrentChange, CorruptTable, JobStore, now_utc
 from zksched.zk.membership import MemberReader, MemberSnapshot
 from zksched.zk.paths import ClusterPaths
@@ -184,30 +183,6 @@ def _next_fire(entry: JobEntry) -> str | None:
     return instant.isoformat()
 
 
-def _last_records(c: Cluster, names: list[str]) -> dict[str, FireRecord | None]:
-    """Newest record of each job: one pipelined listing, then one read, per job."""
-    listings = {n: c.client.get_children_async(c.paths.job_fires(n)) for n in names}
-    newest: dict[str, str] = {}
-    for name, result in listings.items():
-        try:
-            children = wait(result, c.timeout)
-        except NoNodeError:
-            continue
-        if children:
-            newest[name] = max(children)
-    reads = {n: c.client.get_async(c.paths.fire(n, i)) for n, i in newest.items()}
-    out: dict[str, FireRecord | None] = {}
-    for name, result in reads.items():
-        try:
-            raw, _ = wait(result, c.timeout)
-            out[name] = FireRecord.from_json(raw)
-        except NoNodeError:
-            continue
-        except (ValueError, TypeError, UnicodeDecodeError):
-            out[name] = None
-    return out
-
-
 def job_row(c: Cluster, entry: JobEntry, last: FireRecord | None) -> dict[str, Any]:
     spec = entry.spec
     row: dict[str, Any] = {
@@ -232,7 +207,7 @@ def job_row(c: Cluster, entry: JobEntry, last: FireRecord | None) -> dict[str, A
 def list_jobs(ctx: CliContext, as_json: bool) -> None:
     """Every job: schedule, time zone, paused, owner, next fire, last result."""
     with cluster(ctx) as c:
-        last = _last_records(c, list(c.entries))
+        last = c.claims.newest(list(c.entries))
         rows = [job_row(c, e, last.get(n)) for n, e in c.entries.items()]
     if as_json:
         echo_json(rows)
@@ -267,7 +242,7 @@ def show(ctx: CliContext, name: str, as_json: bool) -> None:
     """One job: its definition, owner, next fires and last result."""
     with cluster(ctx) as c:
         entry = _entry(c, name)
-        last = _last_records(c, [name]).get(name)
+        last = c.claims.newest([name]).get(name)
         row = job_row(c, entry, last)
         if entry.spec is not None:
             record = entry.spec.to_record()

@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from zksched.cli.context import CliContext
-from zksched.cli.jobs_cmds import _last_records, cluster, job_row
+from zksched.cli.jobs_cmds import cluster, job_row
 from zksched.cli.main import cli
 from zksched.cli.output import echo_json, echo_table
 from zksched.zk.clocks import read_clocks
@@ -32,7 +32,7 @@ def _last_text(row: dict[str, Any]) -> str | None:
 def status(ctx: CliContext, as_json: bool) -> None:
     """The cluster at a glance: members, owners, next fires, last results."""
     with cluster(ctx) as c:
-        last = _last_records(c, list(c.entries))
+        last = c.claims.newest(list(c.entries))
         jobs = [job_row(c, entry, last.get(name)) for name, entry in c.entries.items()]
         member_list = list(c.members.members)
         clocks = read_clocks(c.client, c.paths, [m.member_id for m in member_list], c.timeout)

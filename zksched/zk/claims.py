@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from dataclasses import dataclass, replace
+from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError, NotEmptyError
@@ -105,17 +106,36 @@ class FireClaims:
         except (ValueError, TypeError, UnicodeDecodeError):
             return None
 
+    def newest(self, jobs: list[str]) -> dict[str, FireRecord | None]:
+        """Each job's newest record (None: unreadable): one pipelined listing, then one read,
+        per job. Jobs without records are left out."""
+        listings = [(j, self._client.get_children_async(self._paths.job_fires(j))) for j in jobs]
+        newest: dict[str, str] = {}
+        for job, result in listings:
+            try:
+                children = wait(result, self._timeout)
+            except NoNodeError:
+                continue
+            if children:
+                newest[job] = max(children)
+        reads = [(j, self._client.get_async(self._paths.fire(j, i))) for j, i in newest.items()]
+        return self._decode_all(reads)
+
     def read_many(self, job: str, instants: list[str]) -> dict[str, FireRecord | None]:
-        pending = [(i, self._client.get_async(self._paths.fire(job, i))) for i in instants]
+        return self._decode_all(
+            [(i, self._client.get_async(self._paths.fire(job, i))) for i in instants]
+        )
+
+    def _decode_all(self, pending: list[tuple[str, Any]]) -> dict[str, FireRecord | None]:
         out: dict[str, FireRecord | None] = {}
-        for instant, result in pending:
+        for key, result in pending:
             try:
                 raw, _ = wait(result, self._timeout)
-                out[instant] = FireRecord.from_json(raw)
+                out[key] = FireRecord.from_json(raw)
             except NoNodeError:
                 continue
             except (ValueError, TypeError, UnicodeDecodeError):
-                out[instant] = None
+                out[key] = None
         return out
 
     def prune(self, job: str, instants: list[str]) -> None:
