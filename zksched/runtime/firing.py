@@ -443,7 +443,8 @@ class FirePath:
             with self._running_lock:
                 self._unwritten.append((claimed, record))
 
-    def has_unwritten(self) -> bool:
+    def has_pending(self) -> bool:
+        """Results to write again, or fires to settle, once ZooKeeper answers."""
         with self._running_lock:
             return bool(self._unwritten or self._retries)
 

@@ -106,14 +106,6 @@ class FireScheduler:
         with self._cv:
             return sorted(self._owned)
 
-    def next_fire_of(self, job: str) -> datetime | None:
-        with self._cv:
-            owned = self._owned.get(job)
-            if owned is None:
-                return None
-            due = [e[4] for e in self._heap if e[2] == job and e[3] == owned.generation]
-            return min(due) if due else None
-
     def start(self) -> None:
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="zksched-timer", daemon=True)
@@ -160,7 +152,7 @@ class FireScheduler:
             if self._clock.now() >= next_flush:
                 next_flush = self._clock.now() + FLUSH_INTERVAL
                 if (
-                    self._fire_path.has_unwritten()
+                    self._fire_path.has_pending()
                     and self._view is not None
                     and (self._view.connected)
                 ):
