@@ -21,6 +21,8 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry
 from kazoo.security import ACL, make_acl, make_digest_acl
 
+from zksched.zk.handler import PollingHandler
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -145,6 +147,7 @@ def make_client(settings: ZkSettings, *, max_connect_delay: float = 2.0) -> Kazo
         hosts=settings.hosts,
         timeout=settings.session_timeout,
         read_only=False,
+        handler=PollingHandler(),
         connection_retry=KazooRetry(
             max_tries=-1, delay=0.1, backoff=2, max_jitter=0.3, max_delay=max_connect_delay
         ),
