@@ -160,6 +160,7 @@ class Daemon:
         self._stop_requested.set()
         started = time.monotonic()
         self.scheduler.stop_dispatching()
+        self.fire_path.leases.close()  # idle job locks go back before we leave
         self.jobs.stop()
         self.clock_probe.stop()
         self.cluster.stop()

@@ -4,10 +4,12 @@
 
 The claim (a create keyed by job and UTC instant) is the gate: whoever creates it runs the
 instant, everyone else skips with `already-claimed`. The lock keeps two instants of one job
-from overlapping. When the session may be gone (SUSPENDED past the margin, or LOST) or our
-lock node vanishes mid-run, a running command is terminated or left alone by the
-`on_session_loss` setting: `terminate` by default, because once the session can have
-expired another member may already run the job's next instant.
+from overlapping; the member holds it across fires while it owns the job (leases.py), so a
+frequent job's fire costs its claim and its result write only. When the session may be
+gone (SUSPENDED past the margin, or LOST) or our lock node vanishes mid-run, a running
+command is terminated or left alone by the `on_session_loss` setting: `terminate` by
+default, because once the session can have expired another member may already run the
+job's next instant.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from kazoo.client import KazooClient
@@ -31,10 +33,11 @@ from zksched.core.jobspec import JobSpec
 from zksched.core.owners import command_allowed
 from zksched.runtime.clock import Clock
 from zksched.runtime.cluster import ClusterMembership
+from zksched.runtime.leases import LINGER, JobLeases
 from zksched.runtime.runner import CommandRunner, RunningCommand, RunRequest, RunResult
 from zksched.runtime.skips import SkipLog
 from zksched.zk.claims import AlreadyClaimed, Claimed, FireClaims
-from zksched.zk.locks import HeldLocks, JobLock, LockAttempt
+from zksched.zk.locks import JobLock, LockAttempt
 from zksched.zk.paths import ClusterPaths
 
 log = logging.getLogger("zksched.fire")
@@ -104,7 +107,7 @@ class FirePath:
         self._history_lock = threading.Lock()
         self._unwritten: list[tuple[Claimed, FireRecord]] = []
         self._retries: list[_Retry] = []
-        self._held_locks = HeldLocks()
+        self._leases = JobLeases(client, paths, settings.member_id, settings.call_timeout)
         self._slots = threading.BoundedSemaphore(settings.concurrency)
         self._in_flight = 0  # fires claimed and not yet recorded (guarded by _idle)
         self._idle = threading.Condition()
@@ -115,6 +118,10 @@ class FirePath:
     @property
     def claims(self) -> FireClaims:
         return self._claims
+
+    @property
+    def leases(self) -> JobLeases:
+        return self._leases
 
     def running_jobs(self) -> list[str]:
         with self._running_lock:
@@ -133,8 +140,10 @@ class FirePath:
         kind: FireKind = "scheduled",
         due_at: float | None = None,
         wait: bool = True,
+        remote_wait: float = 0.25,
     ) -> str:
-        """Run one fire; returns its outcome (a result state or `skip:<reason>`)."""
+        """Run one fire; returns its outcome (a result state or `skip:<reason>`, or
+        `deferred` when it waits for another member to let go of the job's lock)."""
         key = fire_key(spec.name, instant)
         scheduled = format_utc(instant)
         view = self._membership.view
@@ -154,26 +163,26 @@ class FirePath:
 
         lock: JobLock | None = None
         if spec.overlap == "skip":
-            lock = JobLock(
-                self._client,
-                self._paths,
-                spec.name,
-                self._settings.member_id,
-                view.session_id,
-                self._settings.call_timeout,
-                self._held_locks,
-            )
-            try:
-                attempt = lock.try_acquire()
-            except Exception as exc:  # incl. errors kazoo's connection loop surfaces
-                log.warning("%s: lock attempt failed: %s", key, type(exc).__name__)
-                attempt = LockAttempt.UNKNOWN
+            attempt, lock = self._leases.take(spec.name, view.session_id, 0.25, remote_wait)
+            if attempt is LockAttempt.HELD and lock is not None and not self._holder_runs(spec):
+                # Another member holds the lock between runs: it has not let go of a job
+                # it no longer owns yet, or it died and its session has not expired. No run
+                # is going on, so this is no `still-running` skip: fired once it lets go.
+                log.info(
+                    "%s: waiting for %s to let go of the job's lock",
+                    key,
+                    lock.holder(),
+                    extra={"event": "lock-wait", "fire_key": key},
+                )
+                self._queue_retry(_Retry(spec, instant, kind, t_due, None))
+                return "deferred"
             if attempt is LockAttempt.HELD:
                 # Recorded, so that catch-up does not run it later; only while still connected
                 # in the same session (else nothing is known and the instant stays open).
                 if self._membership.view.session_id == view.session_id:
                     self._record_skip(spec, scheduled, kind, view.session_id, "still-running")
-                return self._skip(spec.name, "still-running", f"{key}: held by {lock.holder()}")
+                holder = lock.holder() if lock is not None else "this member's previous run"
+                return self._skip(spec.name, "still-running", f"{key}: held by {holder}")
             if attempt is LockAttempt.UNKNOWN:
                 # Not recorded, and retried once ZooKeeper answers (a new owner would catch it
                 # up, but this member may well stay the owner).
@@ -185,7 +194,7 @@ class FirePath:
         t_claimed = self._clock.now()
         if not isinstance(outcome, Claimed):
             if lock is not None:
-                lock.release()
+                self._leases.give_back(spec.name, lock, keep=True)
             if outcome is None:
                 # The create may have landed: resolved (and then run, or re-claimed) once
                 # ZooKeeper answers, so that the instant is not lost while we stay the owner.
@@ -195,6 +204,19 @@ class FirePath:
             return self._skip(spec.name, "already-claimed", f"{key} by {holder}")
         self._note_history(spec.name, scheduled)
         return self._run(spec, outcome, lock, key, t_due, t_claimed, wait)
+
+    def _holder_runs(self, spec: JobSpec) -> bool:
+        """Whether the job's newest fire record says a run is going on (claimed, not yet
+        recorded as ended). Unknown (a read failed): treated as not, so that the instant
+        is retried rather than skipped for good."""
+        try:
+            newest = self._claims.newest([spec.name])
+        except Exception:
+            return False
+        if spec.name not in newest:
+            return False
+        record = newest[spec.name]
+        return record is None or record.state == "running"
 
     def _claim(
         self, record: FireRecord, labels: Mapping[str, str], program: str | None = None
@@ -268,6 +290,8 @@ class FirePath:
             )
         except BaseException:
             self._slots.release()
+            if lock is not None:
+                self._leases.give_back(spec.name, lock, keep=True)
             self._done_in_flight()
             raise
         t_started = self._clock.now()
@@ -303,6 +327,8 @@ class FirePath:
     ) -> None:
         with self._running_lock:
             self._running.pop(key, None)
+        if lock is not None:
+            lock.on_lost(None)
         final = replace(
             claimed.record,
             state=result.status,
@@ -311,10 +337,14 @@ class FirePath:
             exit_code=result.exit_code,
             error=result.error,
         )
-        if not self._complete_and_release(claimed, final, lock):
+        keep = lock is not None and self._keeps_lease(spec, lock)
+        if lock is None or keep:
             self._write_result(claimed, final)
-            if lock is not None:
-                lock.release()
+        elif not self._complete_and_release(claimed, final, lock):
+            self._write_result(claimed, final)
+            lock.release()
+        if lock is not None:
+            self._leases.give_back(spec.name, lock, keep)
         self._prune(spec)
         with self._running_lock:  # finishes run on many monitor threads at once
             self.stats.fired += 1
@@ -343,6 +373,20 @@ class FirePath:
         )
         for observer in self.observers:
             observer(event)
+
+    def _keeps_lease(self, spec: JobSpec, lock: JobLock) -> bool:
+        """Keep the job's lock after this run: still ours, and its next fire is near."""
+        view = self._membership.view
+        if self._leases.closing or lock.lost or view.session_id != lock.session_id:
+            return False
+        if not view.owns(spec.name, spec.labels, spec.command[0]):
+            return False
+        now = self._clock.now()
+        try:
+            upcoming = spec.schedule_obj.next_fire(datetime.fromtimestamp(now, UTC))
+        except Exception:  # no future instant at all
+            return False
+        return upcoming.timestamp() - now <= LINGER
 
     def _done_in_flight(self) -> None:
         with self._idle:
@@ -461,6 +505,7 @@ class FirePath:
         """
         with self._running_lock:
             pending, self._retries = self._retries, []
+        pending.sort(key=lambda r: r.instant)  # a job's instants run in order
         for retry in pending:
             spec, key = retry.spec, fire_key(retry.spec.name, retry.instant)
             if self._clock.now() - retry.instant.timestamp() > max(spec.catchup_window, 60.0):
@@ -479,7 +524,8 @@ class FirePath:
                 continue
             if found is None:
                 log.info("%s: retrying after a ZooKeeper failure", key)
-                self.fire(spec, retry.instant, retry.kind, retry.due_at, wait=False)
+                # no waiting on another member's lock: one pass settles many fires in a row
+                self.fire(spec, retry.instant, retry.kind, retry.due_at, False, remote_wait=0.0)
                 continue
             self._run_late(retry, found, key)
 
@@ -487,16 +533,11 @@ class FirePath:
         spec = retry.spec
         lock: JobLock | None = None
         if spec.overlap == "skip":
-            lock = JobLock(
-                self._client,
-                self._paths,
-                spec.name,
-                self._settings.member_id,
-                claimed.record.session,
-                self._settings.call_timeout,
-                self._held_locks,
-            )
-            attempt = lock.try_acquire()
+            session = self._membership.view.session_id
+            if session is None:
+                self._queue_retry(retry)
+                return
+            attempt, lock = self._leases.take(spec.name, session)
             if attempt is LockAttempt.UNKNOWN:
                 self._queue_retry(retry)
                 return
@@ -546,6 +587,7 @@ class FirePath:
     # -- losing the session or the lock mid-run ----------------------------------------------
 
     def _on_session_lost(self) -> None:
+        self._leases.session_lost()
         with self._running_lock:
             running = list(self._running.values())
         for item in running:

@@ -6,6 +6,10 @@ dropped (stale heap entries are skipped by generation). All fires run on one bou
 pool (`concurrency`), never a thread per fire; a scheduled fire holds a pool thread only
 until its command has started (the run's own monitor thread records the result).
 
+For `overlap = "skip"` jobs the timer also wakes `leases.LEAD` seconds before a fire to take
+the job's lock, unless this member holds it already (leases.py): the fire itself then only
+claims.
+
 While a job's catch-up runs, its scheduled instants that come due wait behind it, so that a
 backlog is run oldest first and never collides with the job's own next instant.
 """
@@ -34,6 +38,7 @@ from zksched.runtime.clock import Clock
 from zksched.runtime.cluster import ClusterView
 from zksched.runtime.firing import FireKind, FirePath
 from zksched.runtime.jobs import JobsSnapshot, Trigger
+from zksched.runtime.leases import LEAD
 from zksched.runtime.skips import SkipLog
 
 log = logging.getLogger(__name__)
@@ -70,7 +75,8 @@ class FireScheduler:
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="zksched-fire")
         self._take_trigger = take_trigger
         self._cv = threading.Condition()
-        self._heap: list[tuple[float, int, str, int, datetime]] = []
+        # (due, seq, job, generation, instant); instant None: take the job's lock ahead
+        self._heap: list[tuple[float, int, str, int, datetime | None]] = []
         self._seq = itertools.count()
         self._generations = itertools.count(1)
         self._owned: dict[str, _Owned] = {}
@@ -149,6 +155,7 @@ class FireScheduler:
         next_flush = 0.0
         while not self._stopping.is_set():
             due: list[tuple[str, int, datetime, float]] = []
+            prepare: list[str] = []
             if self._clock.now() >= next_flush:
                 next_flush = self._clock.now() + FLUSH_INTERVAL
                 if (
@@ -169,14 +176,22 @@ class FireScheduler:
                     owned = self._owned.get(name)
                     if owned is None or owned.generation != generation:
                         continue  # dropped or changed since it was scheduled
+                    if instant is None:
+                        prepare.append(name)
+                        continue
                     self._push_next(name, owned, instant)
                     due.append((name, generation, instant, due_ts))
-                if not due:
+                session = self._view.session_id if self._view is not None else None
+                if not due and not prepare:
                     timeout = min(self._heap[0][0] - now, 1.0) if self._heap else 1.0
                     self._cv.wait(max(timeout, 0.0))
                     continue
             for name, generation, instant, due_ts in due:
                 self._dispatch(name, generation, instant, "scheduled", due_ts)
+            leases = self._fire_path.leases
+            for name in prepare:
+                if session is not None and not leases.ready(name, session):
+                    self._submit(leases.prepare, name, session)
 
     def _push_next(self, name: str, owned: _Owned, after: datetime) -> None:
         if not self._dispatching:
@@ -188,6 +203,9 @@ class FireScheduler:
         key = fire_key(name, instant)
         due_ts = instant.timestamp() + jitter_of(key, owned.spec.jitter)
         heapq.heappush(self._heap, (due_ts, next(self._seq), name, owned.generation, instant))
+        if owned.spec.overlap == "skip":
+            ahead = (due_ts - LEAD, next(self._seq), name, owned.generation, None)
+            heapq.heappush(self._heap, ahead)
 
     def _dispatch(
         self, name: str, generation: int, instant: datetime, kind: FireKind, due_ts: float
@@ -255,6 +273,10 @@ class FireScheduler:
         for name in [n for n in self._last_active if n not in self._jobs.entries]:
             del self._last_active[name]
         if taken or dropped:
+            # the locks of jobs no longer ours go back (not while disconnected: then they
+            # stay until the session is known to be alive, or gone with it)
+            self._fire_path.leases.set_owned(self._owned)
+            self._submit(self._fire_path.leases.release_unowned)
             # also on drops alone, so the log always tells how many jobs this member owns
             log.info(
                 "now owning %d jobs (%d taken over, %d dropped)",

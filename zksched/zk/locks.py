@@ -89,8 +89,9 @@ class JobLock:
     ) -> None:
         self._client = client
         self._path = paths.job_lock(job)
-        self._session_tag = f"{member_id}/{session_id:x}/"
-        self._owner_tag = self._session_tag + uuid.uuid4().hex[:12]
+        self.session_id = session_id
+        self._member_tag = f"{member_id}/"
+        self._owner_tag = f"{member_id}/{session_id:x}/{uuid.uuid4().hex[:12]}"
         self._registry = held
         self._lock = Lock(client, self._path, identifier=self._owner_tag)
         self._lock.assured_path = held.folder_known(self._path)
@@ -142,6 +143,9 @@ class JobLock:
         self._registry.note_folder(self._path, exists=True)
         self.held = got
         if got:
+            # The session the node really belongs to: the caller's view of the session can
+            # lag behind a reconnect by a moment.
+            self.session_id = self._client.client_id[0] if self._client.client_id else 0
             self._watch_own_node()
         else:
             self._registry.discard(self._owner_tag)
@@ -166,10 +170,11 @@ class JobLock:
             return str(data.decode(errors="replace")) or child
         return None
 
-    def on_lost(self, callback: Callable[[], None]) -> None:
-        """Call `callback` (from kazoo's watch thread: keep it short) if the node vanishes."""
+    def on_lost(self, callback: Callable[[], None] | None) -> None:
+        """Call `callback` (from kazoo's watch thread: keep it short) if the node vanishes;
+        None: nobody is to be told (the run that cared has ended)."""
         self._on_lost = callback
-        if self._lost.is_set():
+        if callback is not None and self._lost.is_set():
             callback()
 
     @property
@@ -214,8 +219,9 @@ class JobLock:
         def watcher(event: Any) -> None:
             if event.type == EventType.DELETED and self.held:
                 self._lost.set()
-                if self._on_lost is not None:
-                    self._on_lost()
+                notify = self._on_lost
+                if notify is not None:
+                    notify()
             elif event.type != EventType.DELETED and self.held:
                 with contextlib.suppress(Exception):
                     self._client.exists_async(path, watcher)  # re-arm (one-shot watches)
@@ -228,21 +234,26 @@ class JobLock:
                 return  # no watch (connection trouble): the session listener covers that
             if stat is None and self.held:
                 self._lost.set()
-                if self._on_lost is not None:
-                    self._on_lost()
+                notify = self._on_lost
+                if notify is not None:
+                    notify()
 
         # Not awaited: it is pipelined with the claim that follows on the same connection.
         self._client.exists_async(path, watcher).rawlink(settled)
 
     def _clear_orphans(self) -> None:
-        """Delete contenders of this member's current session that we do not hold."""
+        """Delete contenders of this member's current session that we do not hold. The
+        session is read from each node's ephemeral owner, not its tag: a tag names the
+        session the caller believed in, which can be one that just ended."""
+        session = self._client.client_id[0] if self._client.client_id else None
         try:
             children = wait(self._client.get_children_async(self._path), self._timeout)
             for child in children:
                 path = f"{self._path}/{child}"
-                data, _ = wait(self._client.get_async(path), self._timeout)
+                data, stat = wait(self._client.get_async(path), self._timeout)
                 tag = data.decode(errors="replace")
-                if tag.startswith(self._session_tag) and tag not in self._registry:
+                ours = stat.ephemeralOwner == session and tag.startswith(self._member_tag)
+                if ours and tag not in self._registry:
                     log.warning("deleting orphaned lock contender %s of this member", path)
                     with contextlib.suppress(NoNodeError):
                         wait(self._client.delete_async(path), self._timeout)

@@ -1,0 +1,129 @@
+"""Job locks held across fires (zksched/runtime/leases.py) against a real server: one node
+for many fires, exclusion between members, hand-back on ownership change, graceful stop and
+a session that was given up for lost but lived on."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from kazoo.client import KazooClient
+
+from integration.harness import wait_until
+from zksched.runtime.leases import JobLeases
+from zksched.zk.locks import LockAttempt
+from zksched.zk.paths import ClusterPaths
+
+
+def member(
+    zk_client: Callable[..., KazooClient], zk: str, client_id: str, name: str
+) -> tuple[KazooClient, JobLeases, int]:
+    client = zk_client(zk, session_timeout=4.0)
+    leases = JobLeases(client, ClusterPaths(client_id), name, 3.0)
+    return client, leases, client.client_id[0]
+
+
+def contenders(kazoo: KazooClient, client_id: str, job: str) -> list[str]:
+    return list(kazoo.get_children(ClusterPaths(client_id).job_lock(job)))
+
+
+def test_one_lock_node_serves_many_fires_and_excludes_other_members(
+    zk_client: Callable[..., KazooClient], kazoo: KazooClient, zk: str, client_id: str
+) -> None:
+    _, a, session_a = member(zk_client, zk, client_id, "m-a")
+    _, b, session_b = member(zk_client, zk, client_id, "m-b")
+    a.set_owned({"j"})
+    for _ in range(5):  # five fires: the same lock, no new node
+        attempt, lock = a.take("j", session_a)
+        assert attempt is LockAttempt.ACQUIRED and lock is not None
+        a.give_back("j", lock, keep=True)
+    assert len(contenders(kazoo, client_id, "j")) == 1
+    assert a.ready("j", session_a) and a.held_jobs() == ["j"]
+
+    # Another member cannot run the job while `a` holds its lock, and is told who holds it.
+    attempt, rival = b.take("j", session_b, wait=0.1)
+    assert attempt is LockAttempt.HELD and rival is not None
+    assert (rival.holder() or "").startswith("m-a/")
+    assert len(contenders(kazoo, client_id, "j")) == 1  # its failed attempt left nothing
+
+    # `a` no longer owns the job: the idle lock goes back and `b` gets it.
+    a.set_owned(set())
+    a.release_unowned()
+    assert contenders(kazoo, client_id, "j") == [] and a.held_jobs() == []
+    b.set_owned({"j"})
+    attempt, lock = b.take("j", session_b)
+    assert attempt is LockAttempt.ACQUIRED and lock is not None
+    b.give_back("j", lock, keep=True)
+
+
+def test_a_busy_lock_is_kept_from_a_second_fire_and_given_back_after_ownership_moved(
+    zk_client: Callable[..., KazooClient], kazoo: KazooClient, zk: str, client_id: str
+) -> None:
+    _, a, session = member(zk_client, zk, client_id, "m-a")
+    a.set_owned({"j"})
+    attempt, running = a.take("j", session)
+    assert attempt is LockAttempt.ACQUIRED and running is not None
+    # the same job's next fire while the run goes on: our own run still holds it
+    started = time.monotonic()
+    assert a.take("j", session, wait=0.2) == (LockAttempt.HELD, None)
+    assert time.monotonic() - started >= 0.15
+
+    # a run that ends within the wait hands the lock straight over
+    later: list[object] = []
+    waiter = threading.Thread(target=lambda: later.append(a.take("j", session, wait=2.0)))
+    waiter.start()
+    time.sleep(0.1)
+    a.give_back("j", running, keep=True)
+    waiter.join(5)
+    assert later and later[0] == (LockAttempt.ACQUIRED, running)
+
+    # ownership moved during the run: release_unowned leaves a busy lock alone ...
+    a.set_owned(set())
+    a.release_unowned()
+    assert len(contenders(kazoo, client_id, "j")) == 1
+    # ... and the end of the run gives it back
+    a.give_back("j", running, keep=True)
+    assert contenders(kazoo, client_id, "j") == [] and not running.held
+
+
+def test_graceful_stop_gives_back_idle_locks_at_once_and_busy_ones_after_their_run(
+    zk_client: Callable[..., KazooClient], kazoo: KazooClient, zk: str, client_id: str
+) -> None:
+    _, a, session = member(zk_client, zk, client_id, "m-a")
+    a.set_owned({"idle", "busy"})
+    a.prepare("idle", session)
+    assert a.ready("idle", session)
+    attempt, busy = a.take("busy", session)
+    assert attempt is LockAttempt.ACQUIRED and busy is not None
+    a.close()
+    assert contenders(kazoo, client_id, "idle") == []
+    assert len(contenders(kazoo, client_id, "busy")) == 1
+    a.prepare("idle", session)  # nothing new is taken while stopping
+    assert contenders(kazoo, client_id, "idle") == []
+    a.give_back("busy", busy, keep=True)
+    assert contenders(kazoo, client_id, "busy") == []
+
+
+def test_locks_of_a_session_given_up_for_lost_that_lived_on_are_deleted(
+    zk_client: Callable[..., KazooClient], kazoo: KazooClient, zk: str, client_id: str
+) -> None:
+    """The contact watchdog can give a session up before ZooKeeper does; if it survives,
+    its lock nodes must not stay behind to block the jobs' next owners forever."""
+    _, a, session = member(zk_client, zk, client_id, "m-a")
+    a.set_owned({"j1", "j2"})
+    for job in ("j1", "j2"):
+        a.prepare(job, session)
+    assert a.held_jobs() == ["j1", "j2"]
+    a.session_lost()
+    assert a.held_jobs() == [] and not a.ready("j1", session)
+    # ZooKeeper answers again in the same session: the next reconcile deletes them
+    a.release_unowned()
+    wait_until(
+        lambda: contenders(kazoo, client_id, "j1") == contenders(kazoo, client_id, "j2") == [],
+        timeout=5,
+        what="the surviving session's lock nodes to be deleted",
+    )
+    _, b, session_b = member(zk_client, zk, client_id, "m-b")
+    attempt, lock = b.take("j1", session_b)
+    assert attempt is LockAttempt.ACQUIRED and lock is not None

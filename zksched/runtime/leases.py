@@ -1,0 +1,204 @@
+"""The job locks this member holds across fires: one per `overlap = "skip"` job it owns.
+
+Every run of such a job happens under the job's kazoo Lock (zksched/zk/locks.py), as
+before; what changed is how long the lock is held. Taking it for each fire cost three
+ZooKeeper requests and two round trips on the fire's critical path, and releasing it a
+fourth. A member now keeps the lock of a job it owns between fires when the next fire is
+near (`LINGER`), and the scheduler takes it ahead of a fire (`prepare`), so a fire of a
+frequent job costs its claim and its result only.
+
+What the lock guarantees does not change: a job runs only under its lock, so a new owner
+cannot start the job while the previous owner's run goes on (it skips with
+`still-running`, as before), and ZooKeeper releases the lock with the session of a member
+that dies. A member gives the lock back as soon as it stops owning the job (a member
+joined, the job moved, a graceful stop), or when the run ends if the next fire is far off.
+Within this member, "the previous run is still going" is known without asking ZooKeeper:
+the lease is busy from the moment a fire takes it until its run is recorded.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable
+
+from kazoo.client import KazooClient
+
+from zksched.zk.connection import wait as wait_result
+from zksched.zk.locks import HeldLocks, JobLock, LockAttempt
+from zksched.zk.paths import ClusterPaths
+
+log = logging.getLogger(__name__)
+
+LINGER = 60.0  # keep the lock after a run when the job's next fire is at most this far off
+LEAD = 2.0  # take the lock this long before a fire (scheduler), off the fire's critical path
+
+
+class JobLeases:
+    def __init__(
+        self,
+        client: KazooClient,
+        paths: ClusterPaths,
+        member_id: str,
+        call_timeout: float,
+    ) -> None:
+        self._client = client
+        self._paths = paths
+        self._member_id = member_id
+        self._timeout = call_timeout
+        self.registry = HeldLocks()
+        self._cv = threading.Condition()
+        self._held: dict[str, JobLock] = {}
+        self._busy: set[str] = set()  # jobs whose lease a fire is using (or acquiring)
+        self._owned: frozenset[str] = frozenset()  # jobs whose locks are worth keeping
+        # lock nodes of a session we stopped trusting, to delete if it lived on after all
+        self._leftovers: list[str] = []
+        self._closing = False
+
+    # -- for the fire path ------------------------------------------------------------------
+
+    def take(
+        self, job: str, session_id: int, wait: float = 0.25, remote_wait: float | None = None
+    ) -> tuple[LockAttempt, JobLock | None]:
+        """The job's lock for one fire, held until `give_back`. HELD: the lock is held, by
+        another member (the lock is returned, to name its holder; `remote_wait` seconds
+        were waited, default `wait`) or here (None: our own previous run, still going after
+        `wait` seconds); UNKNOWN: the attempt failed on the connection."""
+        stale: JobLock | None = None
+        with self._cv:
+            if not self._cv.wait_for(lambda: job not in self._busy, wait):
+                return LockAttempt.HELD, None
+            self._busy.add(job)
+            lease = self._held.get(job)
+            if lease is not None and self._usable(lease, session_id):
+                return LockAttempt.ACQUIRED, lease
+            if lease is not None:
+                stale = self._held.pop(job)
+        if stale is not None:
+            stale.release()  # lost, or of an older session: never reused (kazoo #282)
+        lock = self._new_lock(job, session_id)
+        try:
+            attempt = lock.try_acquire(wait if remote_wait is None else remote_wait)
+        except Exception as exc:  # incl. errors kazoo's connection loop surfaces
+            log.warning("lock attempt for %s failed: %s", job, type(exc).__name__)
+            attempt = LockAttempt.UNKNOWN
+        with self._cv:
+            if attempt is LockAttempt.ACQUIRED:
+                self._held[job] = lock
+            else:
+                self._busy.discard(job)
+                self._cv.notify_all()
+        return attempt, lock
+
+    def give_back(self, job: str, lock: JobLock, keep: bool) -> None:
+        """The fire is over. keep=False: the caller released `lock` (or it is gone). A lock
+        kept for a job this member stopped owning meanwhile is released here."""
+        with self._cv:
+            self._busy.discard(job)
+            release = keep and (self._closing or job not in self._owned)
+            if (not keep or release) and self._held.get(job) is lock:
+                del self._held[job]
+            self._cv.notify_all()
+        if release and lock.held:
+            lock.release()
+
+    @property
+    def closing(self) -> bool:
+        return self._closing
+
+    # -- for the scheduler ---------------------------------------------------------------------
+
+    def ready(self, job: str, session_id: int | None) -> bool:
+        """Held and usable now (or a fire is using it): nothing to prepare."""
+        with self._cv:
+            lease = self._held.get(job)
+            return job in self._busy or (
+                lease is not None and session_id is not None and self._usable(lease, session_id)
+            )
+
+    def prepare(self, job: str, session_id: int) -> None:
+        """Take the lock ahead of the job's next fire (a pool thread; failures are fine:
+        the fire tries again itself)."""
+        if self._closing:
+            return
+        attempt, lock = self.take(job, session_id, wait=0.0)
+        if attempt is LockAttempt.ACQUIRED and lock is not None:
+            self.give_back(job, lock, keep=True)
+
+    def set_owned(self, owned: Iterable[str]) -> None:
+        """The jobs this member owns now (the scheduler, on every change; cheap)."""
+        with self._cv:
+            self._owned = frozenset(owned)
+
+    def release_unowned(self) -> None:
+        """Give back the idle locks of jobs this member no longer owns (busy ones are given
+        back when their fire ends)."""
+        if not self._client.connected:
+            return  # kept: released on the next reconcile, or gone with the session
+        with self._cv:
+            leftovers, self._leftovers = self._leftovers, []
+            victims = [
+                self._held.pop(job)
+                for job in list(self._held)
+                if job not in self._owned and job not in self._busy
+            ]
+        self._release_all(victims, leftovers)
+
+    def close(self) -> None:
+        """Graceful stop: give back every idle lock now, and each busy one after its run."""
+        with self._cv:
+            self._closing = True
+            victims = [self._held.pop(j) for j in list(self._held) if j not in self._busy]
+        self._release_all(victims)
+
+    def session_lost(self) -> None:
+        """The session is (treated as) lost: never reuse its locks (kazoo #282). Its nodes
+        are gone with it, or, if it turns out to have lived on, deleted once ZooKeeper
+        answers, so that they cannot block the job's new owner."""
+        with self._cv:
+            leases, self._held = list(self._held.values()), {}
+            for lease in leases:
+                node = lease.release_ops()
+                if node is not None and lease.session_id:
+                    self._leftovers.append(node)
+                lease.held = False
+
+    def held_jobs(self) -> list[str]:
+        with self._cv:
+            return sorted(self._held)
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _new_lock(self, job: str, session_id: int) -> JobLock:
+        return JobLock(
+            self._client,
+            self._paths,
+            job,
+            self._member_id,
+            session_id,
+            self._timeout,
+            self.registry,
+        )
+
+    @staticmethod
+    def _usable(lease: JobLock, session_id: int) -> bool:
+        return lease.held and not lease.lost and lease.session_id == session_id
+
+    def _release_all(self, locks: list[JobLock], nodes: list[str] | None = None) -> None:
+        """Delete the lock nodes pipelined (a handover may give back thousands at once).
+        Sequential node names are never reused, so a node of ours is only ever ours."""
+        paths = list(nodes or [])
+        for lock in locks:
+            node = lock.release_ops()
+            lock.released()
+            if node is not None:
+                paths.append(node)
+        pending = []
+        for node in paths:
+            if self._client.connected:
+                pending.append((node, self._client.delete_async(node)))
+        for node, result in pending:
+            try:
+                wait_result(result, self._timeout)
+            except Exception as exc:  # gone already, or the session will release it
+                log.debug("giving back lock %s: %s", node, type(exc).__name__)
