@@ -82,3 +82,16 @@ def test_handler_uses_it() -> None:
     with a, b:
         b.send(b"x")
         assert PollingHandler().select([a], [], [], 1)[0] == [a]
+
+
+def test_the_handler_reuses_one_poll_object_per_descriptor_set() -> None:
+    handler = PollingHandler()
+    a, b = socket.socketpair()
+    with a, b:
+        for _ in range(3):
+            assert handler.select([a, b], [], [], 0) == ([], [], [])
+        assert len(handler._pollers) == 1
+        b.send(b"x")
+        assert handler.select([a, b], [], [], 1)[0] == [a]
+        assert handler.select([a], [b], [], 1) == ([a], [b], [])
+        assert len(handler._pollers) == 2

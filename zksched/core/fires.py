@@ -14,7 +14,7 @@ A record left `running` by a member whose ZooKeeper session is gone is shown as
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
 FireState = Literal["running", "ok", "failed", "timeout", "terminated", "error", "skipped"]
@@ -53,7 +53,12 @@ class FireRecord:
         return f"{self.job}@{self.scheduled}"
 
     def to_json(self) -> bytes:
-        data = {k: v for k, v in asdict(self).items() if v is not None and v != {}}
+        # Written twice per fire: the fields are read directly (dataclasses.asdict deep-copies).
+        data = {
+            name: value
+            for name in _FIELD_NAMES
+            if (value := getattr(self, name)) is not None and value != {}
+        }
         return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
 
     @classmethod
@@ -86,3 +91,6 @@ class FireRecord:
         if self.state == "running" and self.session not in live_sessions:
             return "abandoned"
         return self.state
+
+
+_FIELD_NAMES = tuple(f.name for f in fields(FireRecord))

@@ -30,36 +30,51 @@ def _fd_of(fileobj: Any) -> int:
 
 
 def poll_select(
-    rlist: list[Any], wlist: list[Any], xlist: list[Any], timeout: float | None = None
+    rlist: list[Any],
+    wlist: list[Any],
+    xlist: list[Any],
+    timeout: float | None = None,
+    pollers: dict[tuple[tuple[int, int], ...], Any] | None = None,
 ) -> tuple[list[Any], list[Any], list[Any]]:
-    """`select.select()`'s contract (the same objects back, in lists), built on `poll()`."""
+    """`select.select()`'s contract (the same objects back, in lists), built on `poll()`.
+
+    `pollers` caches one poll object per set of (fd, events): kazoo's loop asks about the
+    same two descriptors every time. A poll object holds only numbers, so a closed and
+    reused descriptor number is harmless."""
     if timeout is not None:
         if not isinstance(timeout, int | float):
             raise TypeError("timeout must be a number")
         if timeout < 0:
             raise ValueError("timeout must be non-negative")
     wanted: dict[int, int] = {}
-    objects: dict[int, list[Any]] = {}
+    readers: dict[int, list[Any]] = {}
+    writers: dict[int, list[Any]] = {}
     for fileobj in rlist:
         fd = _fd_of(fileobj)
         wanted[fd] = wanted.get(fd, 0) | select.POLLIN | select.POLLPRI
-        objects.setdefault(fd, []).append(fileobj)
+        readers.setdefault(fd, []).append(fileobj)
     for fileobj in wlist:
         fd = _fd_of(fileobj)
         wanted[fd] = wanted.get(fd, 0) | select.POLLOUT
-        objects.setdefault(fd, []).append(fileobj)
-    poller = select.poll()
-    for fd, mask in wanted.items():
-        poller.register(fd, mask)
+        writers.setdefault(fd, []).append(fileobj)
+    key = tuple(sorted(wanted.items()))
+    poller = pollers.get(key) if pollers is not None else None
+    if poller is None:
+        poller = select.poll()
+        for fd, mask in wanted.items():
+            poller.register(fd, mask)
+        if pollers is not None:
+            if len(pollers) >= 16:
+                pollers.clear()
+            pollers[key] = poller
     wait_ms = None if timeout is None else math.ceil(timeout * 1000)
     readable: list[Any] = []
     writable: list[Any] = []
     for fd, events in poller.poll(wait_ms):
-        for fileobj in objects.get(fd, ()):
-            if events & _READABLE and any(o is fileobj for o in rlist):
-                readable.append(fileobj)
-            if events & _WRITABLE and any(o is fileobj for o in wlist):
-                writable.append(fileobj)
+        if events & _READABLE and fd in readers:
+            readable += readers[fd]
+        if events & _WRITABLE and fd in writers:
+            writable += writers[fd]
     return readable, writable, []
 
 
@@ -68,5 +83,12 @@ class PollingHandler(SequentialThreadingHandler):  # type: ignore[misc]
 
     name = "zksched_polling_threading"
 
-    def select(self, *args: Any, **kwargs: Any) -> Any:
-        return poll_select(*args, **kwargs)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # only kazoo's connection thread selects, one at a time
+        self._pollers: dict[tuple[tuple[int, int], ...], Any] = {}
+
+    def select(
+        self, rlist: list[Any], wlist: list[Any], xlist: list[Any], timeout: float | None = None
+    ) -> tuple[list[Any], list[Any], list[Any]]:
+        return poll_select(rlist, wlist, xlist, timeout, self._pollers)
