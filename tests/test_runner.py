@@ -621,3 +621,22 @@ def test_lines_do_not_depend_on_how_reads_split_the_output(
             expected.pop()
         assert len(text_lines) == len(expected)
     assert len(lines) <= limit + 1  # each logged line costs at least its newline
+
+
+@pytest.mark.parametrize("argv", [("true",), ("/nonexistent/command",)])
+def test_on_done_given_to_start_runs_once_and_never_on_the_callers_thread(
+    argv: tuple[str, ...],
+) -> None:
+    # The fire path hands a run off at start: a quick command (or one that cannot start)
+    # must not make the caller record its result before start() has even returned.
+    seen: list[tuple[int, RunResult]] = []
+    done = threading.Event()
+
+    def on_done(result: RunResult) -> None:
+        seen.append((threading.get_ident(), result))
+        done.set()
+
+    cmd = runner().start(request(*argv), on_done)
+    assert done.wait(10)
+    assert cmd.wait(10) is seen[0][1]
+    assert len(seen) == 1 and seen[0][0] != threading.get_ident()

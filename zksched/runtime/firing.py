@@ -32,7 +32,7 @@ from zksched.core.fires import FireRecord, FireState
 from zksched.core.jobspec import JobSpec
 from zksched.core.owners import command_allowed
 from zksched.runtime.clock import Clock
-from zksched.runtime.cluster import ClusterMembership
+from zksched.runtime.cluster import ClusterMembership, ClusterView
 from zksched.runtime.leases import LINGER, JobLeases
 from zksched.runtime.runner import CommandRunner, RunningCommand, RunRequest, RunResult
 from zksched.runtime.skips import SkipLog
@@ -147,18 +147,9 @@ class FirePath:
         key = fire_key(spec.name, instant)
         scheduled = format_utc(instant)
         view = self._membership.view
-        if not view.connected or view.session_id is None:
-            return self._skip(spec.name, "not-connected", key)
-        if not command_allowed(self._settings.allowed_commands, spec.command[0]):
-            # Defence in depth: the owner table already leaves us out, unless it is stale.
-            return self._skip(
-                spec.name, "command-not-allowed", f"{key}: {spec.command[0]!r} is not allowed here"
-            )
-        if kind != "trigger" and not view.owns(spec.name, spec.labels, spec.command[0]):
-            log.debug("%s: no longer the owner; leaving it to the new one", key)
-            return "moved"
-        if spec.paused and kind != "trigger":
-            return self._skip(spec.name, "paused", key)
+        refused = self._refusal(spec, key, kind, view)
+        if refused is not None or view.session_id is None:
+            return refused or "moved"
         t_due = due_at if due_at is not None else instant.timestamp()
 
         lock: JobLock | None = None
@@ -204,6 +195,74 @@ class FirePath:
             return self._skip(spec.name, "already-claimed", f"{key} by {holder}")
         self._note_history(spec.name, scheduled)
         return self._run(spec, outcome, lock, key, t_due, t_claimed, wait)
+
+    def fire_many(
+        self, due: list[tuple[JobSpec, datetime, float]]
+    ) -> list[tuple[JobSpec, datetime, float]]:
+        """Scheduled fires due together: those ready to go (connected, ours, and for
+        `overlap = "skip"` jobs their lock already held here) are claimed in one
+        transaction and started; the rest is returned, to be fired one by one (`fire`)."""
+        view = self._membership.view
+        session = view.session_id
+        batch: list[tuple[JobSpec, datetime, float, JobLock | None, FireRecord]] = []
+        rest: list[tuple[JobSpec, datetime, float]] = []
+        for spec, instant, t_due in due:
+            key = fire_key(spec.name, instant)
+            if self._refusal(spec, key, "scheduled", view) is not None or session is None:
+                continue
+            lock = None
+            if spec.overlap == "skip":
+                lock = self._leases.take_if_held(spec.name, session)
+                if lock is None:
+                    rest.append((spec, instant, t_due))
+                    continue
+            scheduled = format_utc(instant)
+            record = self._new_record(spec.name, scheduled, session, "running", "scheduled")
+            batch.append((spec, instant, t_due, lock, record))
+        if len(batch) < 2:
+            self._give_back_all(batch)
+            return rest + [(spec, instant, t_due) for spec, instant, t_due, _, _ in batch]
+        try:
+            claimed = self._claims.claim_many([item[4] for item in batch])
+        except Exception as exc:  # the transaction may have applied: settle each later
+            log.warning("claim of %d fires failed (%s); settling them", len(batch), exc)
+            self._give_back_all(batch)
+            for spec, instant, t_due, _, record in batch:
+                self._queue_retry(_Retry(spec, instant, "scheduled", t_due, record))
+                self._skip(spec.name, "claim-error", record.fire_key)
+            return rest
+        if claimed is None:  # not applied at all: one by one, which tells who has what
+            self._give_back_all(batch)
+            return rest + [(spec, instant, t_due) for spec, instant, t_due, _, _ in batch]
+        t_claimed = self._clock.now()
+        for (spec, _, t_due, lock, record), outcome in zip(batch, claimed, strict=True):
+            self._note_history(spec.name, record.scheduled)
+            try:
+                self._run(spec, outcome, lock, record.fire_key, t_due, t_claimed, wait=False)
+            except Exception:
+                log.exception("%s: could not be started", record.fire_key)
+        return rest
+
+    def _give_back_all(self, batch: list[tuple[Any, Any, Any, JobLock | None, Any]]) -> None:
+        for spec, _, _, lock, _ in batch:
+            if lock is not None:
+                self._leases.give_back(spec.name, lock, keep=True)
+
+    def _refusal(self, spec: JobSpec, key: str, kind: FireKind, view: ClusterView) -> str | None:
+        """Why this member must not fire the job now (a skip, or "moved"); None: go on."""
+        if not view.connected or view.session_id is None:
+            return self._skip(spec.name, "not-connected", key)
+        if not command_allowed(self._settings.allowed_commands, spec.command[0]):
+            # Defence in depth: the owner table already leaves us out, unless it is stale.
+            return self._skip(
+                spec.name, "command-not-allowed", f"{key}: {spec.command[0]!r} is not allowed here"
+            )
+        if kind != "trigger" and not view.owns(spec.name, spec.labels, spec.command[0]):
+            log.debug("%s: no longer the owner; leaving it to the new one", key)
+            return "moved"
+        if spec.paused and kind != "trigger":
+            return self._skip(spec.name, "paused", key)
+        return None
 
     def _holder_runs(self, spec: JobSpec) -> bool:
         """Whether the job's newest fire record says a run is going on (claimed, not yet
@@ -276,6 +335,18 @@ class FirePath:
         )
         with self._idle:
             self._in_flight += 1
+        registered = threading.Event()  # finish() may come before start() returns
+        started: list[float] = []
+
+        def finish(result: RunResult) -> None:
+            registered.wait(5.0)  # bounded: never a hang, whatever thread this runs on
+            t_started = started[0] if started else self._clock.now()
+            self._slots.release()
+            try:
+                self._finish(spec, claimed, lock, key, t_due, t_claimed, t_started, result)
+            finally:
+                self._done_in_flight()
+
         self._slots.acquire()  # --concurrency: wait for a free slot (the claim is ours)
         try:
             command = self._runner.start(
@@ -286,7 +357,8 @@ class FirePath:
                     env=env,
                     cwd=spec.workdir,
                     timeout=spec.timeout,
-                )
+                ),
+                None if wait else finish,
             )
         except BaseException:
             self._slots.release()
@@ -294,21 +366,13 @@ class FirePath:
                 self._leases.give_back(spec.name, lock, keep=True)
             self._done_in_flight()
             raise
-        t_started = self._clock.now()
+        started.append(self._clock.now())
         with self._running_lock:
             self._running[key] = _Running(command, lock, key)
         if lock is not None:
             lock.on_lost(lambda: self._on_lock_lost(key))
-
-        def finish(result: RunResult) -> None:
-            self._slots.release()
-            try:
-                self._finish(spec, claimed, lock, key, t_due, t_claimed, t_started, result)
-            finally:
-                self._done_in_flight()
-
+        registered.set()
         if not wait:
-            command.on_done(finish)
             return "started"
         result = command.wait()
         finish(result)

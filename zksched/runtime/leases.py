@@ -90,6 +90,16 @@ class JobLeases:
                 self._cv.notify_all()
         return attempt, lock
 
+    def take_if_held(self, job: str, session_id: int) -> JobLock | None:
+        """The job's lock for one fire if this member holds it and no fire uses it; else
+        None, without waiting or asking ZooKeeper (then `take` it)."""
+        with self._cv:
+            lease = self._held.get(job)
+            if job in self._busy or lease is None or not self._usable(lease, session_id):
+                return None
+            self._busy.add(job)
+            return lease
+
     def give_back(self, job: str, lock: JobLock, keep: bool) -> None:
         """The fire is over. keep=False: the caller released `lock` (or it is gone). A lock
         kept for a job this member stopped owning meanwhile is released here."""

@@ -134,13 +134,18 @@ class CommandRunner:
         self.base_env: dict[str, str] = dict(default_base_env() if base_env is None else base_env)
         self.logger = logger if logger is not None else logging.getLogger("zksched.job")
 
-    def start(self, request: RunRequest) -> RunningCommand:
+    def start(
+        self, request: RunRequest, on_done: Callable[[RunResult], None] | None = None
+    ) -> RunningCommand:
         """Spawn the command. Never raises for a bad command or request: the returned
-        RunningCommand then has pid None and wait() gives status "error"."""
+        RunningCommand then has pid None and wait() gives status "error".
+
+        `on_done` is registered before the command can end, so it runs on the run's own
+        thread (not in the caller, which a quick command would otherwise make it)."""
         started_at = time.time()
         problem = _check_request(request)
         if problem is not None:
-            return RunningCommand._failed(request, started_at, problem)
+            return RunningCommand._failed(request, started_at, problem, on_done)
         cwd = "/" if request.cwd is None else request.cwd
         try:
             popen = subprocess.Popen(
@@ -155,10 +160,9 @@ class CommandRunner:
                 bufsize=0,
             )
         except (OSError, ValueError, TypeError, subprocess.SubprocessError) as exc:
-            return RunningCommand._failed(
-                request, started_at, _describe_start_error(exc, request.argv[0], cwd)
-            )
-        return RunningCommand._spawned(self, request, popen, started_at)
+            error = _describe_start_error(exc, request.argv[0], cwd)
+            return RunningCommand._failed(request, started_at, error, on_done)
+        return RunningCommand._spawned(self, request, popen, started_at, on_done)
 
 
 def _check_request(request: RunRequest) -> str | None:
@@ -223,7 +227,13 @@ class RunningCommand:
         self._callbacks: list[Callable[[RunResult], None]] = []  # guarded by _lock
 
     @classmethod
-    def _failed(cls, request: RunRequest, started_at: float, message: str) -> RunningCommand:
+    def _failed(
+        cls,
+        request: RunRequest,
+        started_at: float,
+        message: str,
+        on_done: Callable[[RunResult], None] | None = None,
+    ) -> RunningCommand:
         run = cls(request, started_at)
         log.warning(
             "job %s could not start: %s",
@@ -232,6 +242,12 @@ class RunningCommand:
             extra={"event": "job-start-error", "job": request.job, "fire_key": request.fire_key},
         )
         run._finish(RunResult("error", None, started_at, started_at, error=message))
+        if on_done is not None:
+            # like a run's monitor would: on another thread than the caller's
+            try:
+                threading.Thread(target=run.on_done, args=(on_done,), daemon=True).start()
+            except RuntimeError:  # no thread to be had: the caller's then
+                run.on_done(on_done)
         return run
 
     @classmethod
@@ -241,9 +257,12 @@ class RunningCommand:
         request: RunRequest,
         popen: subprocess.Popen[bytes],
         started_at: float,
+        on_done: Callable[[RunResult], None] | None = None,
     ) -> RunningCommand:
         run = cls(request, started_at)
         run.pid = popen.pid
+        if on_done is not None:
+            run._callbacks.append(on_done)
         wake_r: int | None = None
         monitor: _Monitor | None = None
         try:

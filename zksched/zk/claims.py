@@ -6,6 +6,11 @@ with every fire of the job across the whole cluster.
 
 A create whose reply was lost (ConnectionLoss, or our deadline) may have succeeded: the
 record carries a nonce unique to the attempt, so NodeExists with our nonce means "ours".
+
+Fires due at the same instant are claimed in one transaction (`claim_many`): one request
+instead of one per fire. A transaction applies whole or not at all; its creates report no
+czxid, so it also writes the `fence` node, whose mzxid is the transaction's zxid: the
+czxid of every record it created.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ class FireClaims:
         self._client = client
         self._paths = paths
         self._timeout = timeout
+        self._fence_ready = False
 
     def claim(self, record: FireRecord) -> Claimed | AlreadyClaimed:
         """Create the fire record. Raises kazoo errors/timeouts when the outcome is unknown:
@@ -57,6 +63,27 @@ class FireClaims:
             assert outcome is not None  # it exists: it was just reported so
             return outcome
         return Claimed(path, replace(record, fencing_token=stat.czxid), stat.czxid)
+
+    def claim_many(self, records: list[FireRecord]) -> list[Claimed] | None:
+        """Claim all of them in one transaction. None: it did not apply (one was claimed
+        already, or a job's fire folder does not exist yet): claim them one by one. Raises
+        kazoo errors/timeouts when the outcome is unknown: `resolve()` each one."""
+        if not self._fence_ready:
+            wait(self._client.ensure_path_async(self._paths.fence), self._timeout)
+            self._fence_ready = True
+        txn = self._client.transaction()
+        paths = [self._paths.fire(r.job, r.scheduled) for r in records]
+        for path, record in zip(paths, records, strict=True):
+            txn.create(path, record.to_json())
+        txn.set_data(self._paths.fence, b"")
+        results = wait(txn.commit_async(), self._timeout)
+        if any(isinstance(r, Exception) for r in results):
+            return None
+        token = results[-1].mzxid
+        return [
+            Claimed(path, replace(record, fencing_token=token), token)
+            for path, record in zip(paths, records, strict=True)
+        ]
 
     def resolve(self, record: FireRecord) -> Claimed | AlreadyClaimed | None:
         """What became of a claim attempt: ours, someone else's, or None (no record)."""

@@ -5,6 +5,8 @@
         jobs                                the job table's root: generation and bucket ids
         jobs/blobs/<id>                     a bucket of job records (content-addressed JSON)
         fires/<bb>/<job>/<instant>          one fire record per (job, UTC instant)
+        fence                               empty; a batch of claims also writes it: its
+                                            mzxid is their fencing token
         locks/<bb>/<job>                    the job's kazoo Lock
         triggers/<job>.<seq>                a pending `jobs trigger`
         clocks/<member_id>                  ephemeral: the member's measured clock offset
@@ -89,6 +91,10 @@ class ClusterPaths:
 
     def fire(self, job: str, instant_utc: str) -> str:
         return f"{self.job_fires(job)}/{instant_node(instant_utc)}"
+
+    @property
+    def fence(self) -> str:
+        return f"{self.base}/fence"
 
     @property
     def locks(self) -> str:
