@@ -34,6 +34,7 @@ from zksched.core.owners import command_allowed
 from zksched.runtime.clock import Clock
 from zksched.runtime.cluster import ClusterMembership, ClusterView
 from zksched.runtime.leases import LINGER, JobLeases
+from zksched.runtime.results import ResultWriter
 from zksched.runtime.runner import CommandRunner, RunningCommand, RunRequest, RunResult
 from zksched.runtime.skips import SkipLog
 from zksched.zk.claims import AlreadyClaimed, Claimed, FireClaims
@@ -108,6 +109,7 @@ class FirePath:
         self._unwritten: list[tuple[Claimed, FireRecord]] = []
         self._retries: list[_Retry] = []
         self._leases = JobLeases(client, paths, settings.member_id, settings.call_timeout)
+        self._results = ResultWriter(self._claims, self._write_result, self._keep_unwritten)
         self._slots = threading.BoundedSemaphore(settings.concurrency)
         self._in_flight = 0  # fires claimed and not yet recorded (guarded by _idle)
         self._idle = threading.Condition()
@@ -402,15 +404,35 @@ class FirePath:
             error=result.error,
         )
         keep = lock is not None and self._keeps_lease(spec, lock)
+        if lock is not None and keep:
+            # The command has ended: the job's next fire may go while this result is written.
+            self._leases.give_back(spec.name, lock, keep=True)
+        self._prune(spec)
+
+        def report() -> None:
+            self._report(spec, claimed, key, t_due, t_claimed, t_started, result)
+
         if lock is None or keep:
-            self._write_result(claimed, final)
-        elif not self._complete_and_release(claimed, final, lock):
+            self._results.submit(claimed, final, report)  # written with others ready now
+            return
+        if not self._complete_and_release(claimed, final, lock):
             self._write_result(claimed, final)
             lock.release()
-        if lock is not None:
-            self._leases.give_back(spec.name, lock, keep)
-        self._prune(spec)
-        with self._running_lock:  # finishes run on many monitor threads at once
+        self._leases.give_back(spec.name, lock, keep=False)
+        report()
+
+    def _report(
+        self,
+        spec: JobSpec,
+        claimed: Claimed,
+        key: str,
+        t_due: float,
+        t_claimed: float,
+        t_started: float,
+        result: RunResult,
+    ) -> None:
+        """Count and log a fire whose result is written."""
+        with self._running_lock:  # reports come from many threads at once
             self.stats.fired += 1
             self.stats.results[result.status] = self.stats.results.get(result.status, 0) + 1
         event = {
@@ -459,8 +481,11 @@ class FirePath:
 
     def wait_idle(self, timeout: float) -> bool:
         """Block until every claimed fire has finished and been recorded (graceful stop)."""
+        deadline = time.monotonic() + timeout
         with self._idle:
-            return self._idle.wait_for(lambda: self._in_flight == 0, timeout)
+            if not self._idle.wait_for(lambda: self._in_flight == 0, timeout):
+                return False
+        return self._results.drain(max(0.0, deadline - time.monotonic()))
 
     # -- records ----------------------------------------------------------------------------
 
@@ -548,8 +573,11 @@ class FirePath:
                 record.fire_key,
                 type(exc).__name__,
             )
-            with self._running_lock:
-                self._unwritten.append((claimed, record))
+            self._keep_unwritten(claimed, record)
+
+    def _keep_unwritten(self, claimed: Claimed, record: FireRecord) -> None:
+        with self._running_lock:
+            self._unwritten.append((claimed, record))
 
     def has_pending(self) -> bool:
         """Results to write again, or fires to settle, once ZooKeeper answers."""

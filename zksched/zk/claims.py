@@ -105,6 +105,15 @@ class FireClaims:
         """Write the final record. Unconditional: the run's own result is the truth."""
         wait(self._client.set_async(claimed.path, record.to_json(), -1), self._timeout)
 
+    def complete_many(self, results: list[tuple[Claimed, FireRecord]]) -> bool:
+        """Write final records in one transaction. False when it did not apply (a record is
+        gone): nothing was changed; write them one by one."""
+        txn = self._client.transaction()
+        for claimed, record in results:
+            txn.set_data(claimed.path, record.to_json(), -1)
+        outcome = wait(txn.commit_async(), self._timeout)
+        return not any(isinstance(r, Exception) for r in outcome)
+
     def complete_and_release(self, claimed: Claimed, record: FireRecord, lock_node: str) -> bool:
         """Write the final record and delete our lock node in one transaction (one round trip
         instead of two). False when it did not commit (e.g. the lock node is gone): nothing

@@ -1,0 +1,106 @@
+"""Result writes batched in one transaction (zksched/runtime/results.py), against a real
+server: written together, redone one by one when a record vanished, kept for a retry when
+ZooKeeper does not answer."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+from dataclasses import replace
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+from zksched.core.fires import FireRecord
+from zksched.devtools.faultproxy import BLACKHOLE, FaultProxy
+from zksched.runtime.results import ResultWriter
+from zksched.zk.claims import Claimed, FireClaims
+from zksched.zk.paths import ClusterPaths
+
+
+def claimed_records(claims: FireClaims, count: int, job: str) -> list[Claimed]:
+    out = []
+    for i in range(count):
+        record = FireRecord(
+            job=job,
+            scheduled=f"2026-01-01T00:00:{i:02d}Z",
+            member_id="m-1",
+            session=1,
+            nonce=f"n{i}",
+            state="running",
+            claimed_at="2026-01-01T00:00:00.000Z",
+        )
+        outcome = claims.claim(record)
+        assert isinstance(outcome, Claimed)
+        out.append(outcome)
+    return out
+
+
+def queue_behind_a_first_result(writer: ResultWriter, batch: list[Claimed], state: str) -> None:
+    """Submit batch[0] alone, and the rest while the writer is still busy with it: the rest
+    is then written as one batch."""
+    busy, go, done = threading.Event(), threading.Event(), threading.Semaphore(0)
+    writer.submit(batch[0], replace(batch[0].record, state=state), lambda: (busy.set(), go.wait()))
+    assert busy.wait(10)
+    for claimed in batch[1:]:
+        writer.submit(claimed, replace(claimed.record, state=state), done.release)
+    go.set()
+    for _ in batch[1:]:
+        assert done.acquire(timeout=10)
+    assert writer.drain(5)
+
+
+def test_results_ready_together_are_written_in_one_transaction(
+    zk_client: Callable[..., KazooClient], kazoo: KazooClient, zk: str, client_id: str
+) -> None:
+    claims = FireClaims(zk_client(zk, session_timeout=4.0), ClusterPaths(client_id), 3.0)
+    alone: list[str] = []
+
+    def write_one(claimed: Claimed, record: FireRecord) -> None:
+        alone.append(record.scheduled)
+        with contextlib.suppress(NoNodeError):
+            claims.complete(claimed, record)
+
+    writer = ResultWriter(claims, write_one, lambda c, r: None)
+    batch = claimed_records(claims, 5, "j")
+    queue_behind_a_first_result(writer, batch, "ok")
+    for claimed in batch:
+        assert FireRecord.from_json(kazoo.get(claimed.path)[0]).state == "ok"
+    assert alone == [batch[0].record.scheduled]  # the four behind it went together
+
+    # a record deleted meanwhile (`jobs delete`): the transaction does not apply, so each
+    # result is written on its own; the others are still recorded
+    alone.clear()
+    second = claimed_records(claims, 4, "k")
+    kazoo.delete(second[2].path)
+    queue_behind_a_first_result(writer, second, "failed")
+    assert sorted(alone) == sorted(c.record.scheduled for c in second)
+    for claimed in second:
+        if claimed is not second[2]:
+            assert FireRecord.from_json(kazoo.get(claimed.path)[0]).state == "failed"
+    assert not kazoo.exists(second[2].path)  # a result write never re-creates a record
+
+
+def test_results_that_cannot_be_written_are_kept_for_a_retry(
+    zk_client: Callable[..., KazooClient],
+    proxy_to: Callable[[str | None], FaultProxy],
+    zk: str,
+    client_id: str,
+) -> None:
+    proxy = proxy_to(None)
+    claims = FireClaims(
+        zk_client(proxy.address, session_timeout=10.0), ClusterPaths(client_id), 0.5
+    )
+    batch = claimed_records(claims, 3, "j")
+    kept: list[str] = []
+    writer = ResultWriter(claims, lambda c, r: None, lambda c, r: kept.append(r.scheduled))
+    busy, go = threading.Event(), threading.Event()
+    writer.submit(batch[0], replace(batch[0].record, state="ok"), lambda: (busy.set(), go.wait()))
+    assert busy.wait(10)
+    for claimed in batch[1:]:
+        writer.submit(claimed, replace(claimed.record, state="ok"), lambda: None)
+    proxy.set_mode(BLACKHOLE)
+    go.set()
+    assert writer.drain(10)
+    assert sorted(kept) == [c.record.scheduled for c in batch[1:]]

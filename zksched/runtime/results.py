@@ -1,0 +1,100 @@
+"""Writing fire results: one transaction for the results that are ready together.
+
+Each finished run's record must be written once (its final state). Under load hundreds of
+runs end within milliseconds of each other; one `setData` each costs a request, a reply and
+a wake-up of the run's thread waiting for it. The writer thread takes whatever results are
+queued when it wakes and writes them in one transaction (none is held back to wait for
+company: a lone result goes at once). A transaction that does not apply (a record deleted
+meanwhile, e.g. by `jobs delete`) is redone one result at a time; a write that fails on the
+connection is handed to the fire path's retry list.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from zksched.core.fires import FireRecord
+from zksched.zk.claims import Claimed, FireClaims
+
+log = logging.getLogger(__name__)
+
+BATCH = 200  # results per transaction at most (a record is ~400 bytes)
+
+
+@dataclass(frozen=True)
+class _Pending:
+    claimed: Claimed
+    record: FireRecord
+    then: Callable[[], None]  # runs once the result is written (or handed to the retries)
+
+
+class ResultWriter:
+    def __init__(
+        self,
+        claims: FireClaims,
+        write_one: Callable[[Claimed, FireRecord], None],
+        keep_for_retry: Callable[[Claimed, FireRecord], None],
+    ) -> None:
+        """`write_one` writes one result on its own and keeps it for a retry if that fails;
+        `keep_for_retry` only keeps it (written later, once ZooKeeper answers)."""
+        self._claims = claims
+        self._write_one = write_one
+        self._keep_for_retry = keep_for_retry
+        self._cv = threading.Condition()
+        self._queue: list[_Pending] = []
+        self._busy = False
+        self._thread: threading.Thread | None = None
+
+    def submit(self, claimed: Claimed, record: FireRecord, then: Callable[[], None]) -> None:
+        with self._cv:
+            self._queue.append(_Pending(claimed, record, then))
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="zksched-results", daemon=True
+                )
+                self._thread.start()
+            self._cv.notify_all()
+
+    def drain(self, timeout: float) -> bool:
+        """Wait until everything submitted has been written (graceful stop)."""
+        with self._cv:
+            return self._cv.wait_for(lambda: not self._queue and not self._busy, timeout)
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                self._cv.wait_for(lambda: bool(self._queue))
+                batch, self._queue = self._queue[:BATCH], self._queue[BATCH:]
+                self._busy = True
+            try:
+                self._write(batch)
+            finally:
+                with self._cv:
+                    self._busy = False
+                    self._cv.notify_all()
+
+    def _write(self, batch: list[_Pending]) -> None:
+        outcome: bool | None = False  # None: unknown (the connection failed)
+        if len(batch) > 1:
+            try:
+                outcome = self._claims.complete_many([(p.claimed, p.record) for p in batch])
+            except Exception as exc:
+                log.warning(
+                    "could not record %d results (%s); will retry", len(batch), type(exc).__name__
+                )
+                outcome = None
+        for pending in batch:
+            if outcome is None:  # written (unconditionally, so harmlessly) once it answers
+                self._keep_for_retry(pending.claimed, pending.record)
+            elif not outcome:
+                try:
+                    self._write_one(pending.claimed, pending.record)
+                except Exception:  # write_one keeps what it cannot write; never stop here
+                    log.exception("writing the result of %s failed", pending.record.fire_key)
+            try:
+                pending.then()
+            except Exception:
+                log.exception("reporting %s failed", pending.record.fire_key)
