@@ -245,6 +245,15 @@ class FirePath:
                 log.exception("%s: could not be started", record.fire_key)
         return rest
 
+    def prepare(self, job: str, session_id: int) -> None:
+        """Ahead of a job's fire (the scheduler, `leases.LEAD` seconds before): take its
+        lock, and make its fire folder on its first fire, so that the fire only claims."""
+        self._leases.prepare(job, session_id)
+        try:
+            self._claims.ensure_folder(job)
+        except Exception as exc:  # the claim makes it then
+            log.debug("fire folder of %s not made ahead: %s", job, type(exc).__name__)
+
     def _give_back_all(self, batch: list[tuple[Any, Any, Any, JobLock | None, Any]]) -> None:
         for spec, _, _, lock, _ in batch:
             if lock is not None:

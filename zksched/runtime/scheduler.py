@@ -197,7 +197,7 @@ class FireScheduler:
             leases = self._fire_path.leases
             for name in prepare:
                 if session is not None and not leases.ready(name, session):
-                    self._submit(leases.prepare, name, session)
+                    self._submit(self._fire_path.prepare, name, session)
 
     def _push_next(self, name: str, owned: _Owned, after: datetime) -> None:
         if not self._dispatching:

@@ -48,6 +48,23 @@ class FireClaims:
         self._paths = paths
         self._timeout = timeout
         self._fence_ready = False
+        self._folders: set[str] = set()  # jobs whose fire folder is known to exist
+
+    def ensure_folder(self, job: str) -> None:
+        """Create the job's fire folder if need be (a transaction's creates cannot)."""
+        if job not in self._folders:
+            self._ensure_folders([job])
+
+    def _ensure_folders(self, jobs: list[str]) -> None:
+        # one create each (kazoo's ensure_path would first ask whether it exists), pipelined
+        pending = [
+            (job, self._client.create_async(self._paths.job_fires(job), b"", makepath=True))
+            for job in jobs
+        ]
+        for job, result in pending:
+            with contextlib.suppress(NodeExistsError):
+                wait(result, self._timeout)
+            self._folders.add(job)
 
     def claim(self, record: FireRecord) -> Claimed | AlreadyClaimed:
         """Create the fire record. Raises kazoo errors/timeouts when the outcome is unknown:
@@ -62,15 +79,19 @@ class FireClaims:
             outcome = self.resolve(record)
             assert outcome is not None  # it exists: it was just reported so
             return outcome
+        self._folders.add(record.job)
         return Claimed(path, replace(record, fencing_token=stat.czxid), stat.czxid)
 
     def claim_many(self, records: list[FireRecord]) -> list[Claimed] | None:
         """Claim all of them in one transaction. None: it did not apply (one was claimed
-        already, or a job's fire folder does not exist yet): claim them one by one. Raises
-        kazoo errors/timeouts when the outcome is unknown: `resolve()` each one."""
+        already): claim them one by one. Raises kazoo errors/timeouts when the outcome is
+        unknown: `resolve()` each one."""
         if not self._fence_ready:
             wait(self._client.ensure_path_async(self._paths.fence), self._timeout)
             self._fence_ready = True
+        missing = sorted({r.job for r in records} - self._folders)
+        if missing:  # first fires: the folders (the transaction cannot make them)
+            self._ensure_folders(missing)
         txn = self._client.transaction()
         paths = [self._paths.fire(r.job, r.scheduled) for r in records]
         for path, record in zip(paths, records, strict=True):
@@ -78,6 +99,8 @@ class FireClaims:
         txn.set_data(self._paths.fence, b"")
         results = wait(txn.commit_async(), self._timeout)
         if any(isinstance(r, Exception) for r in results):
+            if any(isinstance(r, NoNodeError) for r in results):
+                self._folders.clear()  # a folder we knew is gone (a job deleted): re-check
             return None
         token = results[-1].mzxid
         return [
