@@ -33,10 +33,14 @@ Policies:
   output is read for at most ``output_drain`` more seconds (a process that left the session
   may keep the pipes open forever); then they are closed.
 
-Threads: one monitor thread per run. It polls both pipes, a pidfd (Linux; elsewhere the exit
-is polled every 20 ms) and a wake-up pipe, and enforces the deadlines, so a timeout holds
-even if nobody is blocked in wait(). One thread instead of two reader threads plus a
-waiter keeps the start cost of a run low and puts every kill decision in one place. The
+Threads: one supervisor thread per runner watches every run. It polls each run's pipes and
+pidfd (Linux; elsewhere the exit is polled every 20 ms) and a wake-up pipe, and enforces
+the deadlines, so a timeout holds even if nobody is blocked in wait(). Each run is a small
+state machine (`_Monitor.step`) that the supervisor advances when one of its descriptors is
+ready, a deadline of its passes, or it is terminated; every kill decision is in one place.
+One thread for all runs (instead of one each) keeps a burst of hundreds of starts cheap.
+Completions (`on_done` callbacks, which may write to ZooKeeper) run on a second thread, so
+that a slow callback never delays the reading of output or a kill. The
 command's exit is observed with ``waitid(WNOWAIT)``: the command stays a zombie until the
 monitor reaps it, so its process group id cannot be reused while we may still signal it.
 Whether a group still has live members after that is asked of ``kill(-pgid, 0)`` and, when
@@ -48,9 +52,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import heapq
+import itertools
 import logging
 import math
 import os
+import queue
 import select
 import signal
 import subprocess
@@ -133,6 +140,7 @@ class CommandRunner:
         # A snapshot: later changes to the daemon's environment do not reach jobs.
         self.base_env: dict[str, str] = dict(default_base_env() if base_env is None else base_env)
         self.logger = logger if logger is not None else logging.getLogger("zksched.job")
+        self._supervisor = _Supervisor()
 
     def start(
         self, request: RunRequest, on_done: Callable[[RunResult], None] | None = None
@@ -223,7 +231,8 @@ class RunningCommand:
         self._done = threading.Event()
         self._result: RunResult | None = None
         self._terminate_reason: str | None = None
-        self._wake_w: int | None = None  # guarded by _lock: closed (None) once the run ended
+        # guarded by _lock: tells the supervisor to look at this run; None once it ended
+        self._poke: Callable[[], None] | None = None
         self._callbacks: list[Callable[[RunResult], None]] = []  # guarded by _lock
 
     @classmethod
@@ -263,16 +272,10 @@ class RunningCommand:
         run.pid = popen.pid
         if on_done is not None:
             run._callbacks.append(on_done)
-        wake_r: int | None = None
         monitor: _Monitor | None = None
         try:
-            wake_r, wake_w = os.pipe()
-            os.set_blocking(wake_w, False)
-            run._wake_w = wake_w
-            monitor = _Monitor(runner, run, popen, wake_r)
-            threading.Thread(
-                target=monitor.run, name=f"zksched-run-{request.job}", daemon=True
-            ).start()
+            monitor = _Monitor(runner, run, popen, runner._supervisor)
+            runner._supervisor.add(monitor)
         except Exception as exc:
             # Out of fds or threads: the command must not run unwatched.
             _kill_and_reap(popen)
@@ -280,8 +283,6 @@ class RunningCommand:
             if monitor is not None:
                 monitor.close_fds()
             else:
-                if wake_r is not None:
-                    os.close(wake_r)
                 _close_popen_pipes(popen)
             error = f"cannot watch {request.argv[0]}: {exc}"
             run._finish(RunResult("error", None, started_at, time.time(), error=error))
@@ -306,12 +307,11 @@ class RunningCommand:
         then reports "terminated" with error=reason. Safe from any thread, any number of
         times; a no-op once the command has exited (its own status stands)."""
         with self._lock:
-            if self._terminate_reason is not None or self._wake_w is None:
+            if self._terminate_reason is not None or self._poke is None:
                 return
             self._terminate_reason = reason
-            # BlockingIOError: the pipe is full of wake-ups already.
-            with contextlib.suppress(BlockingIOError):
-                os.write(self._wake_w, b"t")
+            poke = self._poke
+        poke()
 
     # -- used by the monitor --------------------------------------------------------------
 
@@ -320,11 +320,8 @@ class RunningCommand:
             return self._terminate_reason
 
     def _close_wake(self) -> None:
-        # Under the lock so that terminate() never writes to a closed (maybe reused) fd.
         with self._lock:
-            if self._wake_w is not None:
-                os.close(self._wake_w)
-                self._wake_w = None
+            self._poke = None
 
     def on_done(self, callback: Callable[[RunResult], None]) -> None:
         """Call `callback(result)` once the run is over: from the run's monitor thread, or at
@@ -437,24 +434,131 @@ class _OutputLog:
         )
 
 
+class _Supervisor:
+    """The thread that watches every run of one runner (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._new: list[_Monitor] = []
+        self._poked: set[_Monitor] = set()
+        self._thread: threading.Thread | None = None
+        self._done: queue.SimpleQueue[_Monitor] = queue.SimpleQueue()
+        self._done_thread: threading.Thread | None = None
+        self._wake_r: int | None = None
+        self._wake_w: int | None = None
+        self._poller = select.poll()
+        self._owner: dict[int, _Monitor] = {}  # descriptor -> its run (supervisor thread only)
+
+    def add(self, monitor: _Monitor) -> None:
+        """Start watching a run. Raises when the threads cannot be started."""
+        monitor.run_._poke = lambda: self.poke(monitor)
+        with self._lock:
+            if self._wake_w is None:
+                self._wake_r, self._wake_w = os.pipe()
+                os.set_blocking(self._wake_r, False)
+                os.set_blocking(self._wake_w, False)
+                self._poller.register(self._wake_r, select.POLLIN)
+            if self._done_thread is None:
+                done = threading.Thread(target=self._complete, name="zksched-done", daemon=True)
+                done.start()
+                self._done_thread = done
+            if self._thread is None:
+                thread = threading.Thread(target=self._run, name="zksched-runs", daemon=True)
+                thread.start()
+                self._thread = thread
+            self._new.append(monitor)
+        self._wake()
+
+    def poke(self, monitor: _Monitor) -> None:
+        """Look at this run now (it was asked to terminate)."""
+        with self._lock:
+            self._poked.add(monitor)
+        self._wake()
+
+    def unregister(self, fd: int) -> None:
+        """Stop polling a descriptor of a run (supervisor thread only)."""
+        if self._owner.pop(fd, None) is not None:
+            self._poller.unregister(fd)
+
+    def _wake(self) -> None:
+        if self._wake_w is not None:
+            # BlockingIOError: the pipe is full of wake-ups already.
+            with contextlib.suppress(BlockingIOError):
+                os.write(self._wake_w, b"w")
+
+    def _run(self) -> None:
+        timers: list[tuple[float, int, _Monitor]] = []
+        order = itertools.count()
+        ready: set[_Monitor] = set()
+        while True:
+            with self._lock:
+                new, self._new = self._new, []
+                ready |= self._poked
+                self._poked = set()
+            for monitor in new:
+                for fd in monitor.fds():
+                    self._owner[fd] = monitor
+                    self._poller.register(fd, select.POLLIN)
+                ready.add(monitor)
+            now = time.monotonic()
+            while timers and timers[0][0] <= now:
+                at, _, due = heapq.heappop(timers)
+                if due.timer == at:
+                    due.timer = None
+                ready.add(due)
+            for monitor in ready:
+                if monitor.over:
+                    continue
+                finished, wake_at = monitor.advance(now)
+                if finished:
+                    for fd in monitor.fds():
+                        self.unregister(fd)
+                    self._done.put(monitor)
+                elif wake_at is not None and wake_at != monitor.timer:
+                    monitor.timer = wake_at
+                    heapq.heappush(timers, (wake_at, next(order), monitor))
+            ready = set()
+            wait_ms = None
+            if timers:
+                wait_ms = max(0, math.ceil((timers[0][0] - time.monotonic()) * 1000))
+            for fd, _events in self._poller.poll(wait_ms):
+                if fd == self._wake_r:
+                    with contextlib.suppress(BlockingIOError):
+                        os.read(fd, 4096)
+                    continue
+                monitor_ = self._owner.get(fd)
+                if monitor_ is not None:
+                    monitor_.readable(fd)
+                    ready.add(monitor_)
+
+    def _complete(self) -> None:
+        while True:
+            self._done.get().complete()
+
+
 class _Monitor:
-    """The per-run thread: reads output, watches the exit, enforces deadlines, kills."""
+    """One run's state machine: reads output, watches the exit, enforces deadlines, kills.
+    Advanced by the supervisor thread only."""
 
     def __init__(
         self,
         runner: CommandRunner,
         run: RunningCommand,
         popen: subprocess.Popen[bytes],
-        wake_r: int,
+        supervisor: _Supervisor,
     ) -> None:
         self.runner = runner
         self.run_ = run
         self.popen = popen
         self.pid = popen.pid  # == its process group id (start_new_session)
-        self.wake_r = wake_r
+        self.supervisor = supervisor
         self.request = run.request
         self.output = _OutputLog(runner.logger, run.request, runner.max_output_bytes)
         self.started_mono = time.monotonic()
+        timeout = run.request.timeout
+        self.deadline = (
+            None if timeout is None or math.isinf(timeout) else self.started_mono + timeout
+        )
         assert popen.stdout is not None and popen.stderr is not None
         self.streams: dict[int, str] = {
             popen.stdout.fileno(): "stdout",
@@ -475,15 +579,44 @@ class _Monitor:
         self.next_group_check = 0.0  # a group check may scan /proc: not once per read
         self.drain_until: float | None = None
         self.lost_status = False
+        self.over = False  # no more steps: the result is being delivered
+        self.timer: float | None = None  # the wake-up the supervisor holds for us
+        self.error: BaseException | None = None
 
-    # -- thread body ------------------------------------------------------------------------
+    def fds(self) -> list[int]:
+        fds = list(self.streams)
+        if self.pidfd is not None and self.finished_at is None:
+            fds.append(self.pidfd)
+        return fds
 
-    def run(self) -> None:
+    # -- driven by the supervisor -------------------------------------------------------------
+
+    def advance(self, now: float) -> tuple[bool, float | None]:
+        """One step; (over, when to look again at the latest). Never raises: a failure
+        ends the run with status "error"."""
         try:
-            result = self._loop()
+            over, wake_at = self._step(now)
         except BaseException as exc:  # a result must come out whatever happens
-            log.exception(
-                "job %s: runner failed", self.request.job, extra={"event": "runner-error"}
+            self.error = exc
+            over, wake_at = True, None
+        self.over = over
+        return over, wake_at
+
+    def readable(self, fd: int) -> None:
+        if fd in self.streams:
+            try:
+                self._read(fd)
+            except BaseException as exc:
+                self.error = self.error or exc
+
+    def complete(self) -> None:
+        """Deliver the result (the completion thread)."""
+        if self.error is not None:
+            log.error(
+                "job %s: runner failed",
+                self.request.job,
+                exc_info=self.error,
+                extra={"event": "runner-error"},
             )
             if not self.reaped:
                 _kill_and_reap(self.popen)
@@ -492,114 +625,96 @@ class _Monitor:
                 self.popen.returncode,
                 self.run_.started_at,
                 self.finished_at or time.time(),
-                error=f"internal runner error: {exc!r}",
+                error=f"internal runner error: {self.error!r}",
                 output_truncated=self.output.truncated,
             )
-        finally:
-            self.run_._close_wake()
-            self.close_fds()
+        else:
+            for stream in self.streams.values():
+                self.output.close(stream)
+            result = self._result()
+        self.run_._close_wake()
+        self.close_fds()
         self.run_._finish(result)
 
     def close_fds(self) -> None:
-        for fd in (self.wake_r, self.pidfd):
-            if fd is not None:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+        if self.pidfd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.pidfd)
         self.pidfd = None
         _close_popen_pipes(self.popen)
 
-    def _loop(self) -> RunResult:
-        poller = select.poll()
-        for fd in self.streams:
-            poller.register(fd, select.POLLIN)
-        poller.register(self.wake_r, select.POLLIN)
-        if self.pidfd is not None:
-            poller.register(self.pidfd, select.POLLIN)
-        timeout = self.request.timeout
-        deadline = None if timeout is None or math.isinf(timeout) else self.started_mono + timeout
+    def _step(self, now: float) -> tuple[bool, float | None]:
         grace = self.runner.kill_grace
+        if self.finished_at is None and self._exited() and self.pidfd is not None:
+            # once the command has exited its pidfd stays readable: stop polling it
+            self.supervisor.unregister(self.pidfd)
+        if self.finished_at is None and self.cause is None:
+            reason = self.run_._pending_terminate()
+            if reason is not None:
+                self.cause, self.reason = "terminated", reason
+            elif self.deadline is not None and now >= self.deadline:
+                self.cause = "timeout"
+                self.reason = f"timed out after {_format_seconds(self.request.timeout or 0.0)}"
+            if self.cause is not None:
+                self._signal_group(signal.SIGTERM)
+                self.term_at = now
+        if self.finished_at is not None and not self.reaped:
+            self._reap()
+        if self.reaped and not self.group_gone and now >= self.next_group_check:
+            self.next_group_check = now + _POLL_INTERVAL
+            if not self._group_alive():
+                self.group_gone = True
+            elif self.term_at is None:
+                log.warning(
+                    "job %s exited but left processes in its process group; stopping them",
+                    self.request.job,
+                    extra={
+                        "event": "job-leftovers",
+                        "job": self.request.job,
+                        "fire_key": self.request.fire_key,
+                    },
+                )
+                self._signal_group(signal.SIGTERM)
+                self.term_at = now
+        if (
+            self.term_at is not None
+            and not self.kill_sent
+            and not self.group_gone
+            and now >= self.term_at + grace
+        ):
+            self._signal_group(signal.SIGKILL)
+            self.kill_sent = True
+        if self.reaped and (self.group_gone or self.kill_sent):
+            if not self.streams:
+                return True, None
+            if self.drain_until is None:
+                self.drain_until = now + self.runner.output_drain
+            elif now >= self.drain_until:
+                log.warning(
+                    "job %s: output pipes still open after its process group ended "
+                    "(a process left the session?); no longer reading them",
+                    self.request.job,
+                    extra={
+                        "event": "job-output-abandoned",
+                        "job": self.request.job,
+                        "fire_key": self.request.fire_key,
+                    },
+                )
+                return True, None
 
-        while True:
-            now = time.monotonic()
-            # Once the command has exited its pidfd stays readable: stop polling it.
-            if self.finished_at is None and self._exited() and self.pidfd is not None:
-                poller.unregister(self.pidfd)
-            if self.finished_at is None and self.cause is None:
-                reason = self.run_._pending_terminate()
-                if reason is not None:
-                    self.cause, self.reason = "terminated", reason
-                elif deadline is not None and now >= deadline:
-                    self.cause = "timeout"
-                    self.reason = f"timed out after {_format_seconds(timeout or 0.0)}"
-                if self.cause is not None:
-                    self._signal_group(signal.SIGTERM)
-                    self.term_at = now
-            if self.finished_at is not None and not self.reaped:
-                self._reap()
-            if self.reaped and not self.group_gone and now >= self.next_group_check:
-                self.next_group_check = now + _POLL_INTERVAL
-                if not self._group_alive():
-                    self.group_gone = True
-                elif self.term_at is None:
-                    log.warning(
-                        "job %s exited but left processes in its process group; stopping them",
-                        self.request.job,
-                        extra={
-                            "event": "job-leftovers",
-                            "job": self.request.job,
-                            "fire_key": self.request.fire_key,
-                        },
-                    )
-                    self._signal_group(signal.SIGTERM)
-                    self.term_at = now
-            if (
-                self.term_at is not None
-                and not self.kill_sent
-                and not self.group_gone
-                and now >= self.term_at + grace
-            ):
-                self._signal_group(signal.SIGKILL)
-                self.kill_sent = True
-            if self.reaped and (self.group_gone or self.kill_sent):
-                if not self.streams:
-                    break
-                if self.drain_until is None:
-                    self.drain_until = now + self.runner.output_drain
-                elif now >= self.drain_until:
-                    log.warning(
-                        "job %s: output pipes still open after its process group ended "
-                        "(a process left the session?); no longer reading them",
-                        self.request.job,
-                        extra={
-                            "event": "job-output-abandoned",
-                            "job": self.request.job,
-                            "fire_key": self.request.fire_key,
-                        },
-                    )
-                    break
-
-            wakeups: list[float] = []
-            if self.finished_at is None:
-                if self.cause is None and deadline is not None:
-                    wakeups.append(deadline)
-                if self.pidfd is None:
-                    wakeups.append(now + _POLL_INTERVAL)
-            if self.term_at is not None and not self.kill_sent and not self.group_gone:
-                wakeups.append(self.term_at + grace)
-            if self.reaped and not self.group_gone and not self.kill_sent:
-                wakeups.append(self.next_group_check)  # no fd tells us when a group empties
-            if self.drain_until is not None:
-                wakeups.append(self.drain_until)
-            wait_ms = None if not wakeups else max(0, math.ceil((min(wakeups) - now) * 1000))
-            for fd, _events in poller.poll(wait_ms):
-                if fd == self.wake_r:
-                    os.read(self.wake_r, 512)
-                elif fd in self.streams:
-                    self._read(poller, fd)
-
-        for stream in self.streams.values():
-            self.output.close(stream)
-        return self._result()
+        wakeups: list[float] = []
+        if self.finished_at is None:
+            if self.cause is None and self.deadline is not None:
+                wakeups.append(self.deadline)
+            if self.pidfd is None:
+                wakeups.append(now + _POLL_INTERVAL)
+        if self.term_at is not None and not self.kill_sent and not self.group_gone:
+            wakeups.append(self.term_at + grace)
+        if self.reaped and not self.group_gone and not self.kill_sent:
+            wakeups.append(self.next_group_check)  # no fd tells us when a group empties
+        if self.drain_until is not None:
+            wakeups.append(self.drain_until)
+        return False, min(wakeups) if wakeups else None
 
     # -- steps --------------------------------------------------------------------------------
 
@@ -644,13 +759,13 @@ class _Monitor:
                 extra={"event": "job-kill-denied", "job": self.request.job},
             )
 
-    def _read(self, poller: select.poll, fd: int) -> None:
+    def _read(self, fd: int) -> None:
         stream = self.streams[fd]
         data = os.read(fd, _READ_CHUNK)
         if data:
             self.output.feed(stream, data)
             return
-        poller.unregister(fd)
+        self.supervisor.unregister(fd)
         del self.streams[fd]
         self.output.close(stream)
 
