@@ -129,15 +129,14 @@ def test_claims_in_one_transaction_apply_whole_or_not_at_all(
     claims = FireClaims(zk_client(zk, session_timeout=4.0), paths, 3.0)
     first = claims.claim(record("a", "2026-01-01T00:00:00Z", "n0"))
     assert isinstance(first, Claimed)
-    # a job whose fire folder does not exist yet: not applied, nothing created
-    assert (
-        claims.claim_many([record("a", "2026-01-01T00:00:01Z", "n1"), record("new", "x", "n2")])
-        is None
+    # a job whose fire folder does not exist yet (its first fire): made first, then claimed
+    made = claims.claim_many(
+        [record("a", "2026-01-01T00:00:01Z", "n1"), record("new", "2026-01-01T00:00:01Z", "n2")]
     )
-    assert not kazoo.exists(paths.fire("a", "2026-01-01T00:00:01Z"))
+    assert made is not None and kazoo.exists(paths.fire("new", "2026-01-01T00:00:01Z"))
     claims.claim(record("b", "2026-01-01T00:00:00Z", "n3"))
 
-    batch = [record("a", "2026-01-01T00:00:01Z", "n4"), record("b", "2026-01-01T00:00:01Z", "n5")]
+    batch = [record("a", "2026-01-01T00:00:02Z", "n4"), record("b", "2026-01-01T00:00:01Z", "n5")]
     done = claims.claim_many(batch)
     assert done is not None and [c.record.nonce for c in done] == ["n4", "n5"]
     # one transaction: one zxid, the czxid of every record it created, above earlier claims
@@ -145,10 +144,10 @@ def test_claims_in_one_transaction_apply_whole_or_not_at_all(
     assert {c.fencing_token for c in done} == {token} and token > first.fencing_token
     for claimed in done:
         assert kazoo.exists(claimed.path).czxid == token
-    later = claims.claim(record("a", "2026-01-01T00:00:02Z", "n6"))
+    later = claims.claim(record("a", "2026-01-01T00:00:03Z", "n6"))
     assert isinstance(later, Claimed) and later.fencing_token > token
 
     # one instant claimed already (by anyone): the whole batch is refused, nothing created
-    rival = [record("a", "2026-01-01T00:00:02Z", "n7"), record("b", "2026-01-01T00:00:02Z", "n8")]
+    rival = [record("a", "2026-01-01T00:00:03Z", "n7"), record("b", "2026-01-01T00:00:02Z", "n8")]
     assert claims.claim_many(rival) is None
     assert not kazoo.exists(paths.fire("b", "2026-01-01T00:00:02Z"))
