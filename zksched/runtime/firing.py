@@ -352,7 +352,6 @@ class FirePath:
         def finish(result: RunResult) -> None:
             registered.wait(5.0)  # bounded: never a hang, whatever thread this runs on
             t_started = started[0] if started else self._clock.now()
-            self._slots.release()
             try:
                 self._finish(spec, claimed, lock, key, t_due, t_claimed, t_started, result)
             finally:
@@ -370,6 +369,7 @@ class FirePath:
                     timeout=spec.timeout,
                 ),
                 None if wait else finish,
+                self._slots.release,  # the moment the command has ended, not once recorded
             )
         except BaseException:
             self._slots.release()
@@ -416,9 +416,8 @@ class FirePath:
         if lock is not None and keep:
             # The command has ended: the job's next fire may go while this result is written.
             self._leases.give_back(spec.name, lock, keep=True)
-        self._prune(spec)
-
         def report() -> None:
+            self._prune(spec)  # after the result is written, off the completion thread
             self._report(spec, claimed, key, t_due, t_claimed, t_started, result)
 
         if lock is None or keep:

@@ -31,7 +31,9 @@ from zksched.zk.paths import ClusterPaths
 log = logging.getLogger(__name__)
 
 LINGER = 60.0  # keep the lock after a run when the job's next fire is at most this far off
-LEAD = 2.0  # take the lock this long before a fire (scheduler), off the fire's critical path
+# Take the lock this long before a fire (scheduler), off the fire's critical path: long
+# enough for a burst of thousands of jobs due at one instant to be prepared in time.
+LEAD = 10.0
 
 
 class JobLeases:

@@ -143,17 +143,22 @@ class CommandRunner:
         self._supervisor = _Supervisor()
 
     def start(
-        self, request: RunRequest, on_done: Callable[[RunResult], None] | None = None
+        self,
+        request: RunRequest,
+        on_done: Callable[[RunResult], None] | None = None,
+        on_exit: Callable[[], None] | None = None,
     ) -> RunningCommand:
         """Spawn the command. Never raises for a bad command or request: the returned
         RunningCommand then has pid None and wait() gives status "error".
 
         `on_done` is registered before the command can end, so it runs on the run's own
-        thread (not in the caller, which a quick command would otherwise make it)."""
+        thread (not in the caller, which a quick command would otherwise make it).
+        `on_exit` is called once, as soon as the run is over and before `on_done`, from the
+        supervisor thread: it must be quick and must not block (e.g. release a slot)."""
         started_at = time.time()
         problem = _check_request(request)
         if problem is not None:
-            return RunningCommand._failed(request, started_at, problem, on_done)
+            return RunningCommand._failed(request, started_at, problem, on_done, on_exit)
         cwd = "/" if request.cwd is None else request.cwd
         try:
             popen = subprocess.Popen(
@@ -169,8 +174,8 @@ class CommandRunner:
             )
         except (OSError, ValueError, TypeError, subprocess.SubprocessError) as exc:
             error = _describe_start_error(exc, request.argv[0], cwd)
-            return RunningCommand._failed(request, started_at, error, on_done)
-        return RunningCommand._spawned(self, request, popen, started_at, on_done)
+            return RunningCommand._failed(request, started_at, error, on_done, on_exit)
+        return RunningCommand._spawned(self, request, popen, started_at, on_done, on_exit)
 
 
 def _check_request(request: RunRequest) -> str | None:
@@ -234,6 +239,7 @@ class RunningCommand:
         # guarded by _lock: tells the supervisor to look at this run; None once it ended
         self._poke: Callable[[], None] | None = None
         self._callbacks: list[Callable[[RunResult], None]] = []  # guarded by _lock
+        self._on_exit: Callable[[], None] | None = None  # called once (guarded by _lock)
 
     @classmethod
     def _failed(
@@ -242,8 +248,10 @@ class RunningCommand:
         started_at: float,
         message: str,
         on_done: Callable[[RunResult], None] | None = None,
+        on_exit: Callable[[], None] | None = None,
     ) -> RunningCommand:
         run = cls(request, started_at)
+        run._on_exit = on_exit
         log.warning(
             "job %s could not start: %s",
             request.job,
@@ -267,8 +275,10 @@ class RunningCommand:
         popen: subprocess.Popen[bytes],
         started_at: float,
         on_done: Callable[[RunResult], None] | None = None,
+        on_exit: Callable[[], None] | None = None,
     ) -> RunningCommand:
         run = cls(request, started_at)
+        run._on_exit = on_exit
         run.pid = popen.pid
         if on_done is not None:
             run._callbacks.append(on_done)
@@ -333,7 +343,18 @@ class RunningCommand:
             result = self._result
         callback(result)
 
+    def _ended(self) -> None:
+        """The run is over (its result may still be in the making): call on_exit, once."""
+        with self._lock:
+            on_exit, self._on_exit = self._on_exit, None
+        if on_exit is not None:
+            try:
+                on_exit()
+            except Exception:
+                log.exception("on_exit of job %s failed", self.request.job)
+
     def _finish(self, result: RunResult) -> None:
+        self._ended()
         with self._lock:
             self._result = result
             callbacks, self._callbacks = self._callbacks, []
@@ -513,6 +534,7 @@ class _Supervisor:
                 if finished:
                     for fd in monitor.fds():
                         self.unregister(fd)
+                    monitor.run_._ended()
                     self._done.put(monitor)
                 elif wake_at is not None and wake_at != monitor.timer:
                     monitor.timer = wake_at

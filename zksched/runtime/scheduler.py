@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 
 FLUSH_INTERVAL = 2.0  # how often results that could not be written are retried
 BATCH = 200  # fires claimed in one transaction at most (~100 KB, far below 1 MB)
+PREPARE_THREADS = 8
 
 
 @dataclass
@@ -74,6 +75,10 @@ class FireScheduler:
         self._skips = skips
         self._clock = clock
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="zksched-fire")
+        # taking locks ahead of fires: its own threads, so fires never queue behind it
+        self._prepare_pool = ThreadPoolExecutor(
+            max_workers=PREPARE_THREADS, thread_name_prefix="zksched-prepare"
+        )
         self._take_trigger = take_trigger
         self._cv = threading.Condition()
         # (due, seq, job, generation, instant); instant None: take the job's lock ahead
@@ -135,6 +140,7 @@ class FireScheduler:
         done = threading.Event()
 
         def drain() -> None:
+            self._prepare_pool.shutdown(wait=True, cancel_futures=True)
             self._pool.shutdown(wait=True, cancel_futures=True)
             done.set()
 
@@ -197,7 +203,10 @@ class FireScheduler:
             leases = self._fire_path.leases
             for name in prepare:
                 if session is not None and not leases.ready(name, session):
-                    self._submit(self._fire_path.prepare, name, session)
+                    with contextlib.suppress(RuntimeError):  # shut down: we are stopping
+                        self._prepare_pool.submit(
+                            self._guard, self._fire_path.prepare, name, session
+                        )
 
     def _push_next(self, name: str, owned: _Owned, after: datetime) -> None:
         if not self._dispatching:
