@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-BENCHMARKS = ["owners", "fire-delay", "failover", "zk-requests", "scale", "profile"]
+BENCHMARKS = ["owners", "fire-delay", "failover", "zk-requests", "scale", "profile", "spawn-floor"]
 
 
 def run_quick(name: str, out: Path) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
@@ -85,3 +85,8 @@ def test_quick_profile_names_the_phases(quick_results: dict[str, Any]) -> None:
     results = quick_results["profile"][1]["results"]
     assert results["phases_ms"]["due -> claimed (lock + claim)"]["count"] > 0
     assert "fire" in results["cprofile"]
+
+
+def test_quick_spawn_floor_starts_every_command(quick_results: dict[str, Any]) -> None:
+    results = quick_results["spawn-floor"][1]["results"]
+    assert results["start_delay_ms"]["count"] == results["burst"] == 200

@@ -892,3 +892,60 @@ def bench_profile(ctx: BenchContext) -> Result:
     print("\ncProfile of the fire threads (cumulative; includes waiting on ZooKeeper replies):")
     print(text.getvalue())
     return {"jobs": n_jobs, "seconds": seconds, "phases_ms": summary, "cprofile": text.getvalue()}
+
+
+# --- spawn-floor: the machine's own limit for a burst -------------------------------------
+
+
+SPAWNER = """
+import os, subprocess, sys, time
+count, at = int(sys.argv[1]), float(sys.argv[2])
+time.sleep(max(0.0, at - time.time()))
+starts, pids = [], []
+for _ in range(count):
+    p = subprocess.Popen(["true"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, start_new_session=True, close_fds=True)
+    starts.append(time.time() - at)
+    p.stdout.close(); p.stderr.close(); pids.append(p)
+for p in pids:
+    p.wait()
+print(" ".join(f"{s:.6f}" for s in starts))
+"""
+
+
+def _spawn_floor_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--burst", type=at_least(1), metavar="N", help="processes (2000)")
+    parser.add_argument("--processes", type=at_least(1), metavar="N", help="spawners (3)")
+
+
+@benchmark(
+    "spawn-floor",
+    help="the machine's limit for a burst: N `true` commands started by plain Python loops",
+    arguments=_spawn_floor_arguments,
+)
+def bench_spawn_floor(ctx: BenchContext) -> Result:
+    """No scheduler at all: `--processes` Python processes (as many as the scale benchmark's
+    members) start their share of `--burst` commands the way zksched does (own session,
+    pipes), all at the same instant. What a burst's start delays cannot beat here."""
+    burst = ctx.args.burst or (200 if ctx.quick else 2000)
+    processes = ctx.args.processes or 3
+    at = time.time() + 1.0
+    shares = [burst // processes + (1 if i < burst % processes else 0) for i in range(processes)]
+    spawners = [
+        subprocess.Popen(
+            [sys.executable, "-c", SPAWNER, str(n), str(at)], stdout=subprocess.PIPE, text=True
+        )
+        for n in shares
+    ]
+    delays: list[float] = []
+    for spawner in spawners:
+        out, _ = spawner.communicate(timeout=120)
+        delays += [float(v) * 1000 for v in out.split()]
+    stats = percentiles(delays)
+    print(
+        markdown_table(
+            ["burst", "spawners", "p50 ms", "p95 ms", "p99 ms", "max ms"],
+            [[f"{burst:,}", str(processes), *ms_row("", stats)[2:]]],
+        )
+    )
+    return {"burst": burst, "processes": processes, "start_delay_ms": stats}

@@ -3,6 +3,7 @@ fire path together, and stops in the order that hands jobs over at once."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import socket
@@ -20,7 +21,7 @@ from zksched.runtime.clockprobe import ClockProbe
 from zksched.runtime.cluster import ClusterMembership, ClusterView
 from zksched.runtime.firing import FirePath, FireSettings
 from zksched.runtime.http import DaemonStatus, HttpEndpoint
-from zksched.runtime.jobs import JobTableWatcher
+from zksched.runtime.jobs import JobsSnapshot, JobTableWatcher
 from zksched.runtime.runner import CommandRunner
 from zksched.runtime.scheduler import FireScheduler
 from zksched.runtime.skips import SkipLog
@@ -103,7 +104,7 @@ class Daemon:
             self.client,
             self.paths,
             call_timeout,
-            on_jobs=self.scheduler.update_jobs,
+            on_jobs=self._on_jobs,
             on_triggers=self.scheduler.triggers,
         )
         self.cluster.add_view_listener(self.scheduler.update_view)
@@ -115,6 +116,15 @@ class Daemon:
         self._stopped = False
         self.status = DaemonStatus(self)
         self.http = HttpEndpoint(self.status, config.http) if config.http else None
+
+    def _on_jobs(self, snapshot: JobsSnapshot) -> None:
+        self.scheduler.update_jobs(snapshot)
+        # The job table and everything built at start live long: take them out of the
+        # cyclic garbage collector's full passes, which otherwise walk all of them and held
+        # every thread (probes too) for 30-110 ms during a burst of fires (docs/benchmarks.md,
+        # http). Records are freed by reference counting all the same when a reload drops
+        # them; only garbage cycles alive at this moment would stay (there are next to none).
+        gc.freeze()
 
     @property
     def stopping(self) -> bool:

@@ -1,9 +1,9 @@
 """The daemon's HTTP endpoint: `/metrics`, `/healthz`, `/readyz` and the status page `/`.
 
-stdlib `ThreadingHTTPServer` on a daemon thread. Handlers only read what the daemon already
-holds in memory (the cluster view, the job table snapshot, the scheduler's owned set, the
-recent fires and skips collected here); they never call ZooKeeper, so a slow or cut-off
-ZooKeeper cannot make a probe hang.
+stdlib `HTTPServer` on a daemon thread, with a few handler threads started once. Handlers
+only read what the daemon already holds in memory (the cluster view, the job table
+snapshot, the scheduler's owned set, the recent fires and skips collected here); they never
+call ZooKeeper, so a slow or cut-off ZooKeeper cannot make a probe hang.
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import TYPE_CHECKING, Any
 
 from zksched import __version__
 from zksched.runtime.metrics import DaemonMetrics
@@ -241,9 +242,37 @@ def clock_offsets(daemon: Daemon) -> dict[str, float]:
     return {daemon.member.member_id: reading.offset_ms / 1000}
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True  # a stuck client never holds up the daemon's exit
+class _Server(HTTPServer):
+    """Requests are handled by a few threads started once, not a thread per request:
+    starting a thread costs several GIL hand-offs, which a probe pays in full while the
+    daemon starts hundreds of commands (docs/benchmarks.md, http)."""
+
     status: DaemonStatus
+    workers = 4  # a slow status page render never holds up a probe
+
+    def server_activate(self) -> None:
+        super().server_activate()
+        self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="zksched-http")
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        try:
+            self._pool.submit(self._handle, request, client_address)
+        except RuntimeError:  # shut down
+            self.shutdown_request(request)
+
+    def _handle(self, request: Any, client_address: Any) -> None:
+        try:
+            self.finish_request(request, client_address)
+        except Exception:
+            self.handle_error(request, client_address)
+        finally:
+            self.shutdown_request(request)
+
+    def server_close(self) -> None:
+        super().server_close()
+        pool = getattr(self, "_pool", None)
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
 
 
 class _Server6(_Server):
