@@ -136,6 +136,7 @@ def run(
             allowed_commands=tuple(allowed_commands) or None,
             clock_offset=clock_offset,
             http=http or None,
+            steward_gc=True,
         )
     )
 

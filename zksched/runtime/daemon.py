@@ -20,6 +20,7 @@ from zksched.runtime.clock import Clock
 from zksched.runtime.clockprobe import ClockProbe
 from zksched.runtime.cluster import ClusterMembership, ClusterView
 from zksched.runtime.firing import FirePath, FireSettings
+from zksched.runtime.gcsteward import QUIET_AHEAD, GcSteward
 from zksched.runtime.http import DaemonStatus, HttpEndpoint
 from zksched.runtime.jobs import JobsSnapshot, JobTableWatcher
 from zksched.runtime.runner import CommandRunner
@@ -49,6 +50,9 @@ class DaemonConfig:
     http: str | None = None  # HOST:PORT of /metrics, /healthz, /readyz and /; None: off
     # fnmatch patterns on a job's argv[0]; None: every command may run on this member.
     allowed_commands: tuple[str, ...] | None = None
+    # full garbage collections at quiet moments only (gcsteward.py); it sets the process's
+    # gc thresholds, so only for a process that runs one daemon (`zksched run`)
+    steward_gc: bool = False
 
 
 class Daemon:
@@ -114,8 +118,16 @@ class Daemon:
         self._stop_requested = threading.Event()
         self._started = False
         self._stopped = False
+        self.gc_steward = GcSteward(self._quiet) if config.steward_gc else None
         self.status = DaemonStatus(self)
         self.http = HttpEndpoint(self.status, config.http) if config.http else None
+
+    def _quiet(self) -> bool:
+        """Nothing running or being recorded, and nothing due within a second."""
+        if self.fire_path.busy():
+            return False
+        due = self.scheduler.next_due()
+        return due is None or due - self.clock.now() > QUIET_AHEAD
 
     def _on_jobs(self, snapshot: JobsSnapshot) -> None:
         self.scheduler.update_jobs(snapshot)
@@ -148,6 +160,8 @@ class Daemon:
             self.config.zk.session_timeout,
             extra={"event": "start", "member_id": self.member.member_id},
         )
+        if self.gc_steward is not None:
+            self.gc_steward.start()
         self.scheduler.start()
         self.cluster.start()
         self.jobs.start()
@@ -179,6 +193,8 @@ class Daemon:
         close_quietly(self.client)
         if self.http is not None:
             self.http.stop()
+        if self.gc_steward is not None:
+            self.gc_steward.stop()
         log.info("stopped after %.1fs", time.monotonic() - started, extra={"event": "stopped"})
 
     def run(self) -> None:

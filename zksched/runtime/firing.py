@@ -416,6 +416,7 @@ class FirePath:
         if lock is not None and keep:
             # The command has ended: the job's next fire may go while this result is written.
             self._leases.give_back(spec.name, lock, keep=True)
+
         def report() -> None:
             self._prune(spec)  # after the result is written, off the completion thread
             self._report(spec, claimed, key, t_due, t_claimed, t_started, result)
@@ -486,6 +487,13 @@ class FirePath:
         with self._idle:
             self._in_flight -= 1
             self._idle.notify_all()
+
+    def busy(self) -> bool:
+        """A command is running, or a result is still to be written."""
+        with self._idle:
+            if self._in_flight:
+                return True
+        return not self._results.idle
 
     def wait_idle(self, timeout: float) -> bool:
         """Block until every claimed fire has finished and been recorded (graceful stop)."""

@@ -58,6 +58,11 @@ class ResultWriter:
                 self._thread.start()
             self._cv.notify_all()
 
+    @property
+    def idle(self) -> bool:
+        with self._cv:
+            return not self._queue and not self._busy
+
     def drain(self, timeout: float) -> bool:
         """Wait until everything submitted has been written (graceful stop)."""
         with self._cv:

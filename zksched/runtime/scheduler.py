@@ -114,6 +114,11 @@ class FireScheduler:
             self._dirty = True
             self._cv.notify()
 
+    def next_due(self) -> float | None:
+        """When the timer wakes next for a fire or a lock to take (epoch seconds)."""
+        with self._cv:
+            return self._heap[0][0] if self._heap else None
+
     def owned_jobs(self) -> list[str]:
         with self._cv:
             return sorted(self._owned)

@@ -1,0 +1,65 @@
+"""Full garbage collections at quiet moments (zksched/runtime/gcsteward.py)."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import weakref
+
+from zksched.runtime.gcsteward import (
+    MAX_INTERVAL,
+    MIN_INTERVAL,
+    NO_AUTOMATIC_FULL_PASS,
+    GcSteward,
+)
+
+
+class Cycle:
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_a_pass_is_due_when_quiet_after_the_minimum_or_always_after_the_maximum() -> None:
+    now = [1000.0]
+    steward = GcSteward(lambda: True, clock=lambda: now[0])
+    assert not steward.due(now[0] + MIN_INTERVAL - 1, quiet=True)
+    assert steward.due(now[0] + MIN_INTERVAL, quiet=True)
+    assert not steward.due(now[0] + MAX_INTERVAL - 1, quiet=False)  # busy: wait
+    assert steward.due(now[0] + MAX_INTERVAL, quiet=False)  # but not for ever
+
+
+def test_a_pass_frees_garbage_cycles_and_freezes_what_survives() -> None:
+    steward = GcSteward(lambda: True)
+    garbage = Cycle()
+    gone = weakref.ref(garbage)
+    del garbage
+    survivor = Cycle()
+    try:
+        steward.collect()
+        assert gone() is None and steward.passes == 1
+        assert gc.get_freeze_count() > 0  # survivors are out of the collector's sight
+    finally:
+        gc.unfreeze()
+        del survivor
+
+
+def test_start_turns_automatic_full_passes_off_and_stop_restores_them() -> None:
+    before = gc.get_threshold()
+    checked = threading.Event()
+
+    def quiet() -> bool:
+        checked.set()
+        raise RuntimeError("a question that fails counts as not quiet")
+
+    steward = GcSteward(quiet, check_every=0.01)
+    # as if the last pass were long ago: the steward asks whether it is quiet
+    steward._last -= MIN_INTERVAL
+    steward.start()
+    try:
+        assert gc.get_threshold() == (before[0], before[1], NO_AUTOMATIC_FULL_PASS)
+        assert checked.wait(5)
+        assert steward.passes == 0  # not quiet (the question failed): no pass yet
+    finally:
+        steward.stop()
+        gc.unfreeze()
+    assert gc.get_threshold() == before

@@ -1,0 +1,97 @@
+"""When the daemon's full garbage collections happen: at quiet moments, not in a burst.
+
+CPython's cyclic collector runs a full (generation 2) pass on its own whenever enough
+objects have survived younger passes. A full pass walks every tracked object and holds
+every thread meanwhile: with thousands of jobs that was 15-110 ms, and in a burst of fires
+it came exactly when most objects were being made, stalling the fires and the HTTP probes
+(docs/benchmarks.md, http). So the daemon turns automatic full passes off (young passes
+stay automatic and cheap) and runs them itself:
+
+- when the member is quiet (no fire running or being recorded, none due within
+  `QUIET_AHEAD` seconds), at most every `MIN_INTERVAL` seconds;
+- regardless, once `MAX_INTERVAL` seconds have passed, so a member that is never quiet
+  still frees its garbage cycles.
+
+Each pass unfreezes, collects and freezes again: whatever survives a full pass is moved out
+of the collector's sight until the next one (`gc.freeze()`), so even young passes stay
+short, and nothing that became garbage is kept for longer than one interval.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+log = logging.getLogger(__name__)
+
+MIN_INTERVAL = 10.0
+MAX_INTERVAL = 300.0
+QUIET_AHEAD = 1.0
+NO_AUTOMATIC_FULL_PASS = 1_000_000_000  # young passes before a full one: never, in practice
+
+
+class GcSteward:
+    def __init__(
+        self,
+        quiet: Callable[[], bool],
+        clock: Callable[[], float] = time.monotonic,
+        check_every: float = 0.5,
+    ) -> None:
+        """`quiet()`: whether a pause now would delay nothing (asked every `check_every`)."""
+        self._quiet = quiet
+        self._clock = clock
+        self._check_every = check_every
+        self._last = clock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._saved: tuple[int, int, int] | None = None
+        self.passes = 0
+        self.last_pause = 0.0  # seconds
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        young, middle, _ = gc.get_threshold()
+        self._saved = gc.get_threshold()
+        gc.set_threshold(young, middle, NO_AUTOMATIC_FULL_PASS)
+        self._thread = threading.Thread(target=self._run, name="zksched-gc", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+        if self._saved is not None:
+            gc.set_threshold(*self._saved)
+            self._saved = None
+
+    def due(self, now: float, quiet: bool) -> bool:
+        waited = now - self._last
+        return waited >= MAX_INTERVAL or (quiet and waited >= MIN_INTERVAL)
+
+    def collect(self) -> float:
+        """One full pass now; returns how long everything was held."""
+        started = time.perf_counter()
+        gc.unfreeze()
+        gc.collect()
+        gc.freeze()
+        pause = time.perf_counter() - started
+        self._last = self._clock()
+        self.passes += 1
+        self.last_pause = pause
+        log.debug("full garbage collection: %.1f ms", pause * 1000)
+        return pause
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._check_every):
+            now = self._clock()
+            try:
+                quiet = self._quiet() if now - self._last >= MIN_INTERVAL else False
+            except Exception:  # a question that fails is "not quiet"
+                quiet = False
+            if self.due(now, quiet):
+                self.collect()
