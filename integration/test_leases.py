@@ -9,8 +9,10 @@ import time
 from collections.abc import Callable
 
 from kazoo.client import KazooClient
+from kazoo.security import OPEN_ACL_UNSAFE, make_acl
 
 from integration.harness import wait_until
+from zksched.devtools.faultproxy import DELAY, PASS, RESET, FaultProxy
 from zksched.runtime.leases import JobLeases
 from zksched.zk.locks import LockAttempt
 from zksched.zk.paths import ClusterPaths
@@ -127,3 +129,88 @@ def test_locks_of_a_session_given_up_for_lost_that_lived_on_are_deleted(
     _, b, session_b = member(zk_client, zk, client_id, "m-b")
     attempt, lock = b.take("j1", session_b)
     assert attempt is LockAttempt.ACQUIRED and lock is not None
+
+
+def test_a_fire_waits_for_a_lock_being_taken_ahead_instead_of_skipping(
+    zk_client: Callable[..., KazooClient],
+    proxy_to: Callable[[str | None], FaultProxy],
+    kazoo: KazooClient,
+    client_id: str,
+) -> None:
+    """The lock is taken ahead of the fire (`prepare`) over a slow link; the fire, due while
+    that is still going on, gets its outcome: nothing runs, so no `still-running` skip."""
+    proxy = proxy_to(None)
+    client = zk_client(proxy.address, session_timeout=10.0)
+    leases = JobLeases(client, ClusterPaths(client_id), "m-a", 5.0)
+    session = client.client_id[0]
+    leases.set_owned({"j"})
+    proxy.set_mode(DELAY, 0.15)
+    preparing = threading.Thread(target=leases.prepare, args=("j", session))
+    preparing.start()
+    time.sleep(0.1)  # prepare is now between its requests
+    attempt, lock = leases.take("j", session)
+    preparing.join(10)
+    assert attempt is LockAttempt.ACQUIRED and lock is not None
+    proxy.set_mode(PASS)
+    leases.give_back("j", lock, keep=True)
+
+
+def test_lock_nodes_that_could_not_be_deleted_are_kept_until_they_are(
+    zk_client: Callable[..., KazooClient],
+    proxy_to: Callable[[str | None], FaultProxy],
+    kazoo: KazooClient,
+    client_id: str,
+) -> None:
+    proxy = proxy_to(None)
+    client = zk_client(proxy.address, session_timeout=10.0)
+    leases = JobLeases(client, ClusterPaths(client_id), "m-a", 0.5)
+    session = client.client_id[0]
+    leases.set_owned({"j"})
+    leases.prepare("j", session)
+    assert len(contenders(kazoo, client_id, "j")) == 1
+    # the job moves away while ZooKeeper does not answer (the session lives on)
+    leases.set_owned(set())
+    proxy.set_mode(RESET)  # every connection attempt is cut: the delete fails at once
+    wait_until(lambda: not client.connected, timeout=10, what="the client to notice")
+    leases.release_unowned()  # not connected: nothing can be deleted, nothing is forgotten
+    assert leases.held_jobs() == ["j"] or leases.has_leftovers()
+    assert len(contenders(kazoo, client_id, "j")) == 1  # the session lives on, so does the node
+    proxy.set_mode(PASS)
+    wait_until(lambda: client.connected, timeout=10, what="the client to reconnect")
+    wait_until(
+        lambda: (leases.release_unowned(), contenders(kazoo, client_id, "j") == [])[1],
+        timeout=10,
+        what="the kept node to be deleted",
+    )
+    assert not leases.has_leftovers()
+
+
+def test_a_lost_sessions_lock_still_used_by_a_run_is_deleted_only_after_the_run(
+    zk_client: Callable[..., KazooClient], kazoo: KazooClient, zk: str, client_id: str
+) -> None:
+    _, a, session = member(zk_client, zk, client_id, "m-a")
+    a.set_owned({"idle", "busy"})
+    a.prepare("idle", session)
+    attempt, running = a.take("busy", session)
+    assert attempt is LockAttempt.ACQUIRED and running is not None
+    a.session_lost()  # given up for lost; the session in fact lives on
+    a.release_unowned()
+    assert contenders(kazoo, client_id, "idle") == []
+    assert len(contenders(kazoo, client_id, "busy")) == 1  # its run still goes on
+    a.give_back("busy", running, keep=True)
+    a.release_unowned()
+    assert contenders(kazoo, client_id, "busy") == []
+
+
+def test_a_lock_delete_that_fails_is_kept_and_retried(
+    zk_client: Callable[..., KazooClient], kazoo: KazooClient, zk: str, client_id: str
+) -> None:
+    _, leases, _ = member(zk_client, zk, client_id, "m-a")
+    folder = f"{ClusterPaths(client_id).job_lock('j')}"
+    node = kazoo.create(f"{folder}/x-lock-", b"", makepath=True, sequence=True)
+    kazoo.set_acls(folder, [make_acl("world", "anyone", read=True, admin=True)])  # no deletes
+    leases._release_all([], [node])
+    assert leases.has_leftovers()
+    kazoo.set_acls(folder, OPEN_ACL_UNSAFE)
+    leases.release_unowned()
+    assert not leases.has_leftovers() and not kazoo.exists(node)

@@ -424,11 +424,14 @@ class FirePath:
         if lock is None or keep:
             self._results.submit(claimed, final, report)  # written with others ready now
             return
-        if not self._complete_and_release(claimed, final, lock):
-            self._write_result(claimed, final)
-            lock.release()
-        self._leases.give_back(spec.name, lock, keep=False)
-        report()
+
+        def release_then_report() -> None:
+            # on the writer's thread, after the result: a slow ZooKeeper never holds up the
+            # completion of other runs (and with it their jobs' locks)
+            self._leases.release(spec.name, lock)
+            report()
+
+        self._results.submit(claimed, final, release_then_report)
 
     def _report(
         self,
@@ -563,22 +566,6 @@ class FirePath:
                 self._note_history(spec.name, scheduled)
         except (KazooException, KazooTimeoutError) as exc:
             log.warning("could not record the skipped range of %s (%s)", spec.name, exc)
-
-    def _complete_and_release(
-        self, claimed: Claimed, record: FireRecord, lock: JobLock | None
-    ) -> bool:
-        """The result and the lock's release in one round trip, when we still hold the lock.
-        False: nothing was written (not connected, lock lost, any failure); do it apart."""
-        node = lock.release_ops() if lock is not None else None
-        if lock is None or node is None or not self._client.connected:
-            return False
-        try:
-            done = self._claims.complete_and_release(claimed, record, node)
-        except Exception:
-            return False  # unknown outcome: the separate unconditional write settles it
-        if done:
-            lock.released()
-        return done
 
     def _write_result(self, claimed: Claimed, record: FireRecord) -> None:
         try:

@@ -23,6 +23,7 @@ import threading
 from collections.abc import Iterable
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 
 from zksched.zk.connection import wait as wait_result
 from zksched.zk.locks import HeldLocks, JobLock, LockAttempt
@@ -52,6 +53,8 @@ class JobLeases:
         self._cv = threading.Condition()
         self._held: dict[str, JobLock] = {}
         self._busy: set[str] = set()  # jobs whose lease a fire is using (or acquiring)
+        self._acquiring: set[str] = set()  # busy because their lock is being taken now
+        self._lost_busy: dict[str, str] = {}  # lock nodes of a lost session, still in use
         self._owned: frozenset[str] = frozenset()  # jobs whose locks are worth keeping
         # lock nodes of a session we stopped trusting, to delete if it lived on after all
         self._leftovers: list[str] = []
@@ -69,15 +72,22 @@ class JobLeases:
         stale: JobLock | None = None
         with self._cv:
             if not self._cv.wait_for(lambda: job not in self._busy, wait):
-                return LockAttempt.HELD, None
+                if job not in self._acquiring:
+                    return LockAttempt.HELD, None
+                # The lock is being taken ahead of this fire (`prepare`): nothing runs; its
+                # outcome decides. Unknown if it takes longer than a ZooKeeper call may.
+                if not self._cv.wait_for(lambda: job not in self._busy, self._timeout + wait):
+                    return LockAttempt.UNKNOWN, None
             self._busy.add(job)
             lease = self._held.get(job)
             if lease is not None and self._usable(lease, session_id):
                 return LockAttempt.ACQUIRED, lease
+            self._acquiring.add(job)
             if lease is not None:
                 stale = self._held.pop(job)
         if stale is not None:
-            stale.release()  # lost, or of an older session: never reused (kazoo #282)
+            # lost, or of an older session: never reused (kazoo #282)
+            self._release_all([stale])
         lock = self._new_lock(job, session_id)
         try:
             attempt = lock.try_acquire(wait if remote_wait is None else remote_wait)
@@ -85,11 +95,12 @@ class JobLeases:
             log.warning("lock attempt for %s failed: %s", job, type(exc).__name__)
             attempt = LockAttempt.UNKNOWN
         with self._cv:
+            self._acquiring.discard(job)
             if attempt is LockAttempt.ACQUIRED:
                 self._held[job] = lock
             else:
                 self._busy.discard(job)
-                self._cv.notify_all()
+            self._cv.notify_all()
         return attempt, lock
 
     def take_if_held(self, job: str, session_id: int) -> JobLock | None:
@@ -110,9 +121,21 @@ class JobLeases:
             release = keep and (self._closing or job not in self._owned)
             if (not keep or release) and self._held.get(job) is lock:
                 del self._held[job]
+            lost_node = self._lost_busy.pop(job, None)
+            if lost_node is not None:  # its run is over: delete it if the session lived on
+                self._leftovers.append(lost_node)
             self._cv.notify_all()
         if release and lock.held:
-            lock.release()
+            self._release_all([lock])
+
+    def release(self, job: str, lock: JobLock) -> None:
+        """The fire is over and its lock not worth keeping: delete the node (kept and
+        retried if that fails), then give the job back."""
+        with self._cv:
+            if self._held.get(job) is lock:
+                del self._held[job]
+        self._release_all([lock])
+        self.give_back(job, lock, keep=False)
 
     @property
     def closing(self) -> bool:
@@ -142,9 +165,14 @@ class JobLeases:
         with self._cv:
             self._owned = frozenset(owned)
 
+    def has_leftovers(self) -> bool:
+        with self._cv:
+            return bool(self._leftovers)
+
     def release_unowned(self) -> None:
         """Give back the idle locks of jobs this member no longer owns (busy ones are given
-        back when their fire ends)."""
+        back when their fire ends), and delete leftover nodes (called on every ownership
+        change, and every few seconds while there are leftovers)."""
         if not self._client.connected:
             return  # kept: released on the next reconcile, or gone with the session
         with self._cv:
@@ -168,12 +196,16 @@ class JobLeases:
         are gone with it, or, if it turns out to have lived on, deleted once ZooKeeper
         answers, so that they cannot block the job's new owner."""
         with self._cv:
-            leases, self._held = list(self._held.values()), {}
-            for lease in leases:
+            leases, self._held = self._held, {}
+            for job, lease in leases.items():
                 node = lease.release_ops()
-                if node is not None and lease.session_id:
+                lease.released()  # forgotten: its tag no longer shields it from orphan cleanup
+                if node is None:
+                    continue
+                if job in self._busy:  # a run still uses it: deleted when that run ends
+                    self._lost_busy[job] = node
+                else:
                     self._leftovers.append(node)
-                lease.held = False
 
     def held_jobs(self) -> list[str]:
         with self._cv:
@@ -206,11 +238,20 @@ class JobLeases:
             if node is not None:
                 paths.append(node)
         pending = []
+        undone: list[str] = []
         for node in paths:
             if self._client.connected:
                 pending.append((node, self._client.delete_async(node)))
+            else:
+                undone.append(node)
         for node, result in pending:
             try:
                 wait_result(result, self._timeout)
-            except Exception as exc:  # gone already, or the session will release it
-                log.debug("giving back lock %s: %s", node, type(exc).__name__)
+            except NoNodeError:
+                pass  # gone already (with its session, or by hand)
+            except Exception as exc:
+                log.debug("giving back lock %s failed (%s); will retry", node, type(exc).__name__)
+                undone.append(node)
+        if undone:  # kept until deleted: a node of a live session would block the job
+            with self._cv:
+                self._leftovers.extend(undone)

@@ -63,7 +63,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -512,50 +512,80 @@ class _Supervisor:
         order = itertools.count()
         ready: set[_Monitor] = set()
         while True:
-            with self._lock:
-                new, self._new = self._new, []
-                ready |= self._poked
-                self._poked = set()
-            for monitor in new:
+            try:
+                ready = self._turn(timers, order, ready)
+            except Exception:  # never die: every running command depends on this thread
+                log.exception("the run supervisor failed; carrying on")
+                time.sleep(0.1)
+
+    def _turn(
+        self,
+        timers: list[tuple[float, int, _Monitor]],
+        order: Iterator[int],
+        ready: set[_Monitor],
+    ) -> set[_Monitor]:
+        """One round: take new runs in, advance the ones that are due, wait for events;
+        returns the runs to advance next round."""
+        with self._lock:
+            new, self._new = self._new, []
+            ready |= self._poked
+            self._poked = set()
+        for monitor in new:
+            try:
                 for fd in monitor.fds():
                     self._owner[fd] = monitor
                     self._poller.register(fd, select.POLLIN)
-                ready.add(monitor)
-            now = time.monotonic()
-            while timers and timers[0][0] <= now:
-                at, _, due = heapq.heappop(timers)
-                if due.timer == at:
-                    due.timer = None
-                ready.add(due)
-            for monitor in ready:
-                if monitor.over:
-                    continue
+            except Exception as exc:  # a descriptor it cannot poll: ends as "error"
+                monitor.error = exc
+            ready.add(monitor)
+        now = time.monotonic()
+        while timers and timers[0][0] <= now:
+            at, _, due = heapq.heappop(timers)
+            if due.timer == at:
+                due.timer = None
+            ready.add(due)
+        for monitor in ready:
+            if monitor.over:
+                continue
+            if monitor.error is not None:
+                monitor.over = True
+                finished, wake_at = True, None
+            else:
                 finished, wake_at = monitor.advance(now)
-                if finished:
-                    for fd in monitor.fds():
-                        self.unregister(fd)
-                    monitor.run_._ended()
-                    self._done.put(monitor)
-                elif wake_at is not None and wake_at != monitor.timer:
-                    monitor.timer = wake_at
-                    heapq.heappush(timers, (wake_at, next(order), monitor))
-            ready = set()
-            wait_ms = None
-            if timers:
-                wait_ms = max(0, math.ceil((timers[0][0] - time.monotonic()) * 1000))
-            for fd, _events in self._poller.poll(wait_ms):
-                if fd == self._wake_r:
-                    with contextlib.suppress(BlockingIOError):
-                        os.read(fd, 4096)
-                    continue
-                monitor_ = self._owner.get(fd)
-                if monitor_ is not None:
-                    monitor_.readable(fd)
-                    ready.add(monitor_)
+            if finished:
+                for fd in monitor.fds():
+                    self.unregister(fd)
+                monitor.run_._ended()
+                self._done.put(monitor)
+            elif wake_at is not None and wake_at != monitor.timer:
+                monitor.timer = wake_at
+                heapq.heappush(timers, (wake_at, next(order), monitor))
+        if len(timers) > 2 * len(self._owner) + 256:
+            # wake-ups of runs that are over (a timeout hours away, say): drop them
+            timers[:] = [t for t in timers if not t[2].over]
+            heapq.heapify(timers)
+        ready = set()
+        wait_ms = None
+        if timers:
+            wait_ms = max(0, math.ceil((timers[0][0] - time.monotonic()) * 1000))
+        for fd, _events in self._poller.poll(wait_ms):
+            if fd == self._wake_r:
+                with contextlib.suppress(BlockingIOError):
+                    os.read(fd, 4096)
+                continue
+            monitor_ = self._owner.get(fd)
+            if monitor_ is not None:
+                monitor_.readable(fd)
+                ready.add(monitor_)
+        return ready
 
     def _complete(self) -> None:
         while True:
-            self._done.get().complete()
+            monitor = self._done.get()
+            try:
+                monitor.complete()
+            except Exception:  # never die: later runs' results depend on this thread
+                log.exception("completing job %s failed", monitor.request.job)
 
 
 class _Monitor:

@@ -177,6 +177,12 @@ class FireScheduler:
                 ):
                     self._submit(self._fire_path.flush_unwritten)
                     self._submit(self._fire_path.retry_unresolved)
+                if (
+                    self._fire_path.leases.has_leftovers()
+                    and self._view is not None
+                    and self._view.connected
+                ):
+                    self._submit_lock_work(self._fire_path.leases.release_unowned)
             with self._cv:
                 self.heartbeat = self._clock.now()
                 if self._dirty:
@@ -208,10 +214,7 @@ class FireScheduler:
             leases = self._fire_path.leases
             for name in prepare:
                 if session is not None and not leases.ready(name, session):
-                    with contextlib.suppress(RuntimeError):  # shut down: we are stopping
-                        self._prepare_pool.submit(
-                            self._guard, self._fire_path.prepare, name, session
-                        )
+                    self._submit_lock_work(self._fire_path.prepare, name, session)
 
     def _push_next(self, name: str, owned: _Owned, after: datetime) -> None:
         if not self._dispatching:
@@ -247,6 +250,12 @@ class FireScheduler:
         (a lock to take first, a claim taken already) one by one on the pool."""
         for spec, instant, due_ts in self._fire_path.fire_many(ready):
             self._submit(self._fire_path.fire, spec, instant, "scheduled", due_ts, False)
+
+    def _submit_lock_work(self, fn: Callable[..., object], *args: object) -> None:
+        """Taking and giving back locks: on their own threads, never behind fires that
+        wait for a concurrency slot."""
+        with contextlib.suppress(RuntimeError):  # the pool is shut down: we are stopping
+            self._prepare_pool.submit(self._guard, fn, *args)
 
     def _submit(self, fn: Callable[..., object], *args: object) -> None:
         with contextlib.suppress(RuntimeError):  # the pool is shut down: we are stopping
@@ -303,7 +312,7 @@ class FireScheduler:
             # the locks of jobs no longer ours go back (not while disconnected: then they
             # stay until the session is known to be alive, or gone with it)
             self._fire_path.leases.set_owned(self._owned)
-            self._submit(self._fire_path.leases.release_unowned)
+            self._submit_lock_work(self._fire_path.leases.release_unowned)
             # also on drops alone, so the log always tells how many jobs this member owns
             log.info(
                 "now owning %d jobs (%d taken over, %d dropped)",

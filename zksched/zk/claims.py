@@ -137,16 +137,6 @@ class FireClaims:
         outcome = wait(txn.commit_async(), self._timeout)
         return not any(isinstance(r, Exception) for r in outcome)
 
-    def complete_and_release(self, claimed: Claimed, record: FireRecord, lock_node: str) -> bool:
-        """Write the final record and delete our lock node in one transaction (one round trip
-        instead of two). False when it did not commit (e.g. the lock node is gone): nothing
-        was changed, so the caller writes the result and releases separately."""
-        txn = self._client.transaction()
-        txn.set_data(claimed.path, record.to_json(), -1)
-        txn.delete(lock_node)
-        results = wait(txn.commit_async(), self._timeout)
-        return not any(isinstance(r, Exception) for r in results)
-
     def instants(self, job: str) -> list[str]:
         """The instants that have a record, oldest first."""
         try:

@@ -8,11 +8,10 @@
   locks this process holds (`HeldLocks`) is deleted;
 - after the session is lost a Lock object is discarded, never reused (kazoo #282).
 
-Round trips, because every fire of an `overlap = "skip"` job takes this lock: a lock folder
-known to exist is not ensured again (kazoo's Lock would, once per Lock object, i.e. per
-fire); the exists-watch on our own node is sent without waiting, so it travels with the
-claim's create; and the release can ride in one transaction with the result's write
-(`release_ops`/`released`).
+Round trips: a lock folder known to exist is not ensured again (kazoo's Lock would, once per
+Lock object); the exists-watch on our own node is sent without waiting; and a caller can
+delete the node itself, pipelined with others (`release_ops`/`released`). The runtime holds
+a job's lock across fires (zksched/runtime/leases.py), so most fires take no lock at all.
 """
 
 from __future__ import annotations
