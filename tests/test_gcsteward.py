@@ -63,3 +63,36 @@ def test_start_turns_automatic_full_passes_off_and_stop_restores_them() -> None:
         steward.stop()
         gc.unfreeze()
     assert gc.get_threshold() == before
+
+
+def test_a_pass_needs_two_quiet_looks_in_a_row() -> None:
+    """A gap between two batches of a burst looks quiet once: no pass in it."""
+    answers = [True, False, True, False, True]  # never quiet twice in a row
+    calls = [0]
+    go = threading.Event()
+    sixth = threading.Event()
+
+    def quiet() -> bool:
+        calls[0] += 1
+        if calls[0] <= len(answers):
+            return answers[calls[0] - 1]
+        sixth.set()
+        go.wait(5)  # the test looks at the count before the sixth answer comes
+        return True  # quiet right after quiet: a pass is due
+
+    steward = GcSteward(quiet, check_every=0.01)
+    steward._last -= MIN_INTERVAL
+    steward.start()
+    try:
+        assert sixth.wait(5)
+        assert steward.passes == 0
+        go.set()
+        for _ in range(500):
+            if steward.passes:
+                break
+            threading.Event().wait(0.01)
+        assert steward.passes == 1
+    finally:
+        go.set()
+        steward.stop()
+        gc.unfreeze()

@@ -112,6 +112,7 @@ class FirePath:
         self._results = ResultWriter(self._claims, self._write_result, self._keep_unwritten)
         self._slots = threading.BoundedSemaphore(settings.concurrency)
         self._in_flight = 0  # fires claimed and not yet recorded (guarded by _idle)
+        self._firing = 0  # calls of fire/fire_many going on (guarded by _idle)
         self._idle = threading.Condition()
         self.stats = FireStats()
         self.observers: list[Callable[[Mapping[str, object]], None]] = []
@@ -146,6 +147,21 @@ class FirePath:
     ) -> str:
         """Run one fire; returns its outcome (a result state or `skip:<reason>`, or
         `deferred` when it waits for another member to let go of the job's lock)."""
+        self._enter()
+        try:
+            return self._fire(spec, instant, kind, due_at, wait, remote_wait)
+        finally:
+            self._leave()
+
+    def _fire(
+        self,
+        spec: JobSpec,
+        instant: datetime,
+        kind: FireKind,
+        due_at: float | None,
+        wait: bool,
+        remote_wait: float,
+    ) -> str:
         key = fire_key(spec.name, instant)
         scheduled = format_utc(instant)
         view = self._membership.view
@@ -204,6 +220,15 @@ class FirePath:
         """Scheduled fires due together: those ready to go (connected, ours, and for
         `overlap = "skip"` jobs their lock already held here) are claimed in one
         transaction and started; the rest is returned, to be fired one by one (`fire`)."""
+        self._enter()
+        try:
+            return self._fire_many(due)
+        finally:
+            self._leave()
+
+    def _fire_many(
+        self, due: list[tuple[JobSpec, datetime, float]]
+    ) -> list[tuple[JobSpec, datetime, float]]:
         view = self._membership.view
         session = view.session_id
         batch: list[tuple[JobSpec, datetime, float, JobLock | None, FireRecord]] = []
@@ -492,11 +517,20 @@ class FirePath:
             self._idle.notify_all()
 
     def busy(self) -> bool:
-        """A command is running, or a result is still to be written."""
+        """A fire is being claimed or started, a command is running, or a result is still
+        to be written."""
         with self._idle:
-            if self._in_flight:
+            if self._in_flight or self._firing:
                 return True
         return not self._results.idle
+
+    def _enter(self) -> None:
+        with self._idle:
+            self._firing += 1
+
+    def _leave(self) -> None:
+        with self._idle:
+            self._firing -= 1
 
     def wait_idle(self, timeout: float) -> bool:
         """Block until every claimed fire has finished and been recorded (graceful stop)."""

@@ -87,11 +87,15 @@ class GcSteward:
         return pause
 
     def _run(self) -> None:
+        was_quiet = False
         while not self._stop.wait(self._check_every):
             now = self._clock()
             try:
                 quiet = self._quiet() if now - self._last >= MIN_INTERVAL else False
             except Exception:  # a question that fails is "not quiet"
                 quiet = False
-            if self.due(now, quiet):
+            # quiet at two looks in a row: not a gap between two batches of a burst
+            if self.due(now, quiet and was_quiet):
                 self.collect()
+                quiet = False
+            was_quiet = quiet
