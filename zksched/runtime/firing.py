@@ -68,6 +68,21 @@ class _Retry:
     record: FireRecord | None  # the claim attempt whose outcome is unknown, if any
 
 
+@dataclass(frozen=True)
+class _OurFire:
+    """A fire whose claim is ours: what its run, its result and its report need."""
+
+    spec: JobSpec
+    claimed: Claimed
+    lock: JobLock | None
+    t_due: float
+    t_claimed: float
+
+    @property
+    def key(self) -> str:
+        return self.claimed.record.fire_key
+
+
 @dataclass
 class _Running:
     command: RunningCommand
@@ -212,7 +227,7 @@ class FirePath:
             holder = outcome.record.member_id if outcome.record else "unreadable record"
             return self._skip(spec.name, "already-claimed", f"{key} by {holder}")
         self._note_history(spec.name, scheduled)
-        return self._run(spec, outcome, lock, key, t_due, t_claimed, wait)
+        return self._run(_OurFire(spec, outcome, lock, t_due, t_claimed), wait)
 
     def fire_many(
         self, due: list[tuple[JobSpec, datetime, float]]
@@ -265,7 +280,7 @@ class FirePath:
         for (spec, _, t_due, lock, record), outcome in zip(batch, claimed, strict=True):
             self._note_history(spec.name, record.scheduled)
             try:
-                self._run(spec, outcome, lock, record.fire_key, t_due, t_claimed, wait=False)
+                self._run(_OurFire(spec, outcome, lock, t_due, t_claimed), wait=False)
             except Exception:
                 log.exception("%s: could not be started", record.fire_key)
         return rest
@@ -347,19 +362,11 @@ class FirePath:
             time.sleep(0.1)
         return None
 
-    def _run(
-        self,
-        spec: JobSpec,
-        claimed: Claimed,
-        lock: JobLock | None,
-        key: str,
-        t_due: float,
-        t_claimed: float,
-        wait: bool,
-    ) -> str:
+    def _run(self, fire: _OurFire, wait: bool) -> str:
         """Start the command. With wait=False the caller's thread is free as soon as it has
         started: the run's own monitor thread records the result (a pool thread is never held
         for a command's whole run, so punctuality does not depend on how long jobs take)."""
+        spec, claimed, lock, key = fire.spec, fire.claimed, fire.lock, fire.key
         env = dict(spec.env)
         env.update(
             ZKSCHED_JOB=spec.name,
@@ -378,7 +385,7 @@ class FirePath:
             registered.wait(5.0)  # bounded: never a hang, whatever thread this runs on
             t_started = started[0] if started else self._clock.now()
             try:
-                self._finish(spec, claimed, lock, key, t_due, t_claimed, t_started, result)
+                self._finish(fire, t_started, result)
             finally:
                 self._done_in_flight()
 
@@ -414,17 +421,8 @@ class FirePath:
         finish(result)
         return result.status
 
-    def _finish(
-        self,
-        spec: JobSpec,
-        claimed: Claimed,
-        lock: JobLock | None,
-        key: str,
-        t_due: float,
-        t_claimed: float,
-        t_started: float,
-        result: RunResult,
-    ) -> None:
+    def _finish(self, fire: _OurFire, t_started: float, result: RunResult) -> None:
+        spec, claimed, lock, key = fire.spec, fire.claimed, fire.lock, fire.key
         with self._running_lock:
             self._running.pop(key, None)
         if lock is not None:
@@ -444,7 +442,7 @@ class FirePath:
 
         def report() -> None:
             self._prune(spec)  # after the result is written, off the completion thread
-            self._report(spec, claimed, key, t_due, t_claimed, t_started, result)
+            self._report(fire, t_started, result)
 
         if lock is None or keep:
             self._results.submit(claimed, final, report)  # written with others ready now
@@ -458,17 +456,10 @@ class FirePath:
 
         self._results.submit(claimed, final, release_then_report)
 
-    def _report(
-        self,
-        spec: JobSpec,
-        claimed: Claimed,
-        key: str,
-        t_due: float,
-        t_claimed: float,
-        t_started: float,
-        result: RunResult,
-    ) -> None:
+    def _report(self, fire: _OurFire, t_started: float, result: RunResult) -> None:
         """Count and log a fire whose result is written."""
+        spec, claimed, key = fire.spec, fire.claimed, fire.key
+        t_due, t_claimed = fire.t_due, fire.t_claimed
         with self._running_lock:  # reports come from many threads at once
             self.stats.fired += 1
             self.stats.results[result.status] = self.stats.results.get(result.status, 0) + 1
@@ -676,7 +667,7 @@ class FirePath:
                 )
                 return
         log.info("%s: claim confirmed after a ZooKeeper failure; running it now", key)
-        self._run(spec, claimed, lock, key, retry.due_at, self._clock.now(), wait=False)
+        self._run(_OurFire(spec, claimed, lock, retry.due_at, self._clock.now()), wait=False)
 
     def flush_unwritten(self) -> None:
         """Retry result writes that failed (called periodically while connected)."""
