@@ -41,6 +41,9 @@ RESULTS_PER_JOB = 3
 RECENT_FIRES = 50
 RECENT_SKIPS = 100
 PAGE_MAX_AGE = 1.0  # seconds a rendered status page is served again (it refreshes every 5)
+# Up to this old, a page past PAGE_MAX_AGE is still served while a new one is rendered on
+# the side: a viewer never waits for a render that thousands of jobs make slow.
+PAGE_STALE_MAX = 5.0
 
 
 class HttpUnavailable(RuntimeError):
@@ -146,6 +149,8 @@ class DaemonStatus:
         daemon.scheduler.catchup_observers.append(self.metrics.on_catchup)
         self._page_lock = threading.Lock()
         self._page: tuple[float, bytes] = (-math.inf, b"")
+        self._rendering = False  # a render on the side is under way (guarded by _page_lock)
+        self._render_lock = threading.Lock()
         # A loop that has not beaten for this long is stuck: every loop wakes at least once a
         # second, and its ZooKeeper calls are bounded by fractions of the session timeout.
         self.stale_after = max(10.0, 3 * daemon.config.zk.session_timeout)
@@ -191,15 +196,45 @@ class DaemonStatus:
         return Probe(True, "ok")
 
     def page(self) -> bytes:
-        """The rendered status page, at most PAGE_MAX_AGE old. With thousands of jobs a render
-        costs tens of milliseconds of CPU: viewers arriving together share one (single
-        flight), so a crowd of open phones cannot take the daemon's CPU from its fires."""
+        """The rendered status page. With thousands of jobs a render costs tens of
+        milliseconds of CPU, so renders are shared: a page at most PAGE_MAX_AGE old is served
+        as it is; one up to PAGE_STALE_MAX old is served while a new one is rendered on the
+        side (one at a time); an older one (or none) is rendered first, by one viewer while
+        the others wait for it. A crowd of open phones cannot take the daemon's CPU from its
+        fires, and nobody waits for a render while a recent page exists."""
         with self._page_lock:
             rendered_at, body = self._page
-            if time.monotonic() - rendered_at > PAGE_MAX_AGE:
-                body = render_status_page(self.snapshot()).encode()
-                self._page = (time.monotonic(), body)
-            return body
+            age = time.monotonic() - rendered_at
+            if age <= PAGE_MAX_AGE:
+                return body
+            if age <= PAGE_STALE_MAX:
+                if not self._rendering:
+                    self._rendering = True
+                    threading.Thread(target=self._render_aside, daemon=True).start()
+                return body
+        with self._render_lock:  # one render at a time; the rest wait, then share it
+            with self._page_lock:
+                rendered_at, body = self._page
+                if time.monotonic() - rendered_at <= PAGE_MAX_AGE:
+                    return body
+            return self._render()
+
+    def _render_aside(self) -> None:
+        try:
+            with self._render_lock:
+                self._render()
+        except Exception:
+            log.exception("rendering the status page failed")
+        finally:
+            with self._page_lock:
+                self._rendering = False
+
+    def _render(self) -> bytes:
+        """Render now (the caller holds _render_lock)."""
+        body = render_status_page(self.snapshot()).encode()
+        with self._page_lock:
+            self._page = (time.monotonic(), body)
+        return body
 
     def snapshot(self) -> StatusSnapshot:
         d = self._daemon
