@@ -14,16 +14,31 @@ from kazoo.security import OPEN_ACL_UNSAFE, make_acl
 from integration.harness import wait_until
 from zksched.devtools.faultproxy import DELAY, PASS, RESET, FaultProxy
 from zksched.runtime.leases import JobLeases
-from zksched.zk.locks import LockAttempt
+from zksched.zk.locks import JobLock, LockAttempt
 from zksched.zk.paths import ClusterPaths
 
 
 def member(
-    zk_client: Callable[..., KazooClient], zk: str, client_id: str, name: str
+    zk_client: Callable[..., KazooClient],
+    zk: str,
+    client_id: str,
+    name: str,
+    session_timeout: float = 4.0,
+    call_timeout: float = 3.0,
 ) -> tuple[KazooClient, JobLeases, int]:
-    client = zk_client(zk, session_timeout=4.0)
-    leases = JobLeases(client, ClusterPaths(client_id), name, 3.0)
+    client = zk_client(zk, session_timeout=session_timeout)
+    leases = JobLeases(client, ClusterPaths(client_id), name, call_timeout)
     return client, leases, client.client_id[0]
+
+
+def idle_and_busy(leases: JobLeases, session: int) -> JobLock:
+    """Own jobs `idle` (its lock taken ahead, no fire using it) and `busy` (a fire's)."""
+    leases.set_owned({"idle", "busy"})
+    leases.prepare("idle", session)
+    assert leases.ready("idle", session)
+    attempt, busy = leases.take("busy", session)
+    assert attempt is LockAttempt.ACQUIRED and busy is not None
+    return busy
 
 
 def contenders(kazoo: KazooClient, client_id: str, job: str) -> list[str]:
@@ -93,11 +108,7 @@ def test_graceful_stop_gives_back_idle_locks_at_once_and_busy_ones_after_their_r
     zk_client: Callable[..., KazooClient], kazoo: KazooClient, zk: str, client_id: str
 ) -> None:
     _, a, session = member(zk_client, zk, client_id, "m-a")
-    a.set_owned({"idle", "busy"})
-    a.prepare("idle", session)
-    assert a.ready("idle", session)
-    attempt, busy = a.take("busy", session)
-    assert attempt is LockAttempt.ACQUIRED and busy is not None
+    busy = idle_and_busy(a, session)
     a.close()
     assert contenders(kazoo, client_id, "idle") == []
     assert len(contenders(kazoo, client_id, "busy")) == 1
@@ -140,9 +151,7 @@ def test_a_fire_waits_for_a_lock_being_taken_ahead_instead_of_skipping(
     """The lock is taken ahead of the fire (`prepare`) over a slow link; the fire, due while
     that is still going on, gets its outcome: nothing runs, so no `still-running` skip."""
     proxy = proxy_to(None)
-    client = zk_client(proxy.address, session_timeout=10.0)
-    leases = JobLeases(client, ClusterPaths(client_id), "m-a", 5.0)
-    session = client.client_id[0]
+    _, leases, session = member(zk_client, proxy.address, client_id, "m-a", 10.0, 5.0)
     leases.set_owned({"j"})
     proxy.set_mode(DELAY, 0.15)
     preparing = threading.Thread(target=leases.prepare, args=("j", session))
@@ -162,9 +171,7 @@ def test_lock_nodes_that_could_not_be_deleted_are_kept_until_they_are(
     client_id: str,
 ) -> None:
     proxy = proxy_to(None)
-    client = zk_client(proxy.address, session_timeout=10.0)
-    leases = JobLeases(client, ClusterPaths(client_id), "m-a", 0.5)
-    session = client.client_id[0]
+    client, leases, session = member(zk_client, proxy.address, client_id, "m-a", 10.0, 0.5)
     leases.set_owned({"j"})
     leases.prepare("j", session)
     assert len(contenders(kazoo, client_id, "j")) == 1
@@ -189,10 +196,7 @@ def test_a_lost_sessions_lock_still_used_by_a_run_is_deleted_only_after_the_run(
     zk_client: Callable[..., KazooClient], kazoo: KazooClient, zk: str, client_id: str
 ) -> None:
     _, a, session = member(zk_client, zk, client_id, "m-a")
-    a.set_owned({"idle", "busy"})
-    a.prepare("idle", session)
-    attempt, running = a.take("busy", session)
-    assert attempt is LockAttempt.ACQUIRED and running is not None
+    running = idle_and_busy(a, session)
     a.session_lost()  # given up for lost; the session in fact lives on
     a.release_unowned()
     assert contenders(kazoo, client_id, "idle") == []

@@ -710,9 +710,7 @@ class FirePath:
         self._leases.session_lost()
         with self._running_lock:
             running = list(self._running.values())
-        for item in running:
-            if item.lock is not None:
-                item.lock.held = False  # the node is gone with the session: never reuse it
+        for item in running:  # their locks were forgotten by session_lost() above
             self._apply_loss_policy(item, "the ZooKeeper session was lost")
 
     def terminate_all(self, why: str) -> None:
