@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any, cast
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from zksched.core.fires import FireRecord
 from zksched.devtools.faultproxy import BLACKHOLE, FaultProxy
-from zksched.runtime.results import ResultWriter
+from zksched.runtime.results import MAX_HOLD, ResultWriter
 from zksched.zk.claims import Claimed, FireClaims
+from zksched.zk.locks import JobLock
 from zksched.zk.paths import ClusterPaths
 
 
@@ -62,7 +65,7 @@ def test_results_ready_together_are_written_in_one_transaction(
         with contextlib.suppress(NoNodeError):
             claims.complete(claimed, record)
 
-    writer = ResultWriter(claims, write_one, lambda c, r: None)
+    writer = ResultWriter(claims, write_one, lambda c, r: None, lambda locks: None)
     batch = claimed_records(claims, 5, "j")
     queue_behind_a_first_result(writer, batch, "ok")
     for claimed in batch:
@@ -94,7 +97,9 @@ def test_results_that_cannot_be_written_are_kept_for_a_retry(
     )
     batch = claimed_records(claims, 3, "j")
     kept: list[str] = []
-    writer = ResultWriter(claims, lambda c, r: None, lambda c, r: kept.append(r.scheduled))
+    writer = ResultWriter(
+        claims, lambda c, r: None, lambda c, r: kept.append(r.scheduled), lambda locks: None
+    )
     busy, go = threading.Event(), threading.Event()
     writer.submit(batch[0], replace(batch[0].record, state="ok"), lambda: (busy.set(), go.wait()))
     assert busy.wait(10)
@@ -104,3 +109,61 @@ def test_results_that_cannot_be_written_are_kept_for_a_retry(
     go.set()
     assert writer.drain(10)
     assert sorted(kept) == [c.record.scheduled for c in batch[1:]]
+
+
+def test_results_wait_while_fires_start_then_release_their_locks_together(
+    zk_client: Callable[..., KazooClient], kazoo: KazooClient, zk: str, client_id: str
+) -> None:
+    """While `hold()` says fires are being started, results stay queued (a burst's starts
+    come first); then they are written, their jobs' locks are given up in one call, and only
+    then is each fire reported."""
+    claims = FireClaims(zk_client(zk, session_timeout=4.0), ClusterPaths(client_id), 3.0)
+    starting = threading.Event()
+    starting.set()
+    released: list[list[str]] = []
+    order: list[str] = []
+
+    def release_locks(locks: list[tuple[str, Any]]) -> None:
+        # every result of the batch is written before any lock goes
+        for claimed in batch:
+            assert FireRecord.from_json(kazoo.get(claimed.path)[0]).state == "ok"
+        released.append([job for job, _ in locks])
+        order.append("released")
+
+    writer = ResultWriter(
+        claims, claims.complete, lambda c, r: None, release_locks, hold=starting.is_set
+    )
+    batch = claimed_records(claims, 3, "j")
+    reported = threading.Semaphore(0)
+
+    def report() -> None:
+        order.append("reported")
+        reported.release()
+
+    for i, claimed in enumerate(batch):
+        lock = cast(JobLock, object())  # only handed on to release_locks
+        writer.submit(
+            claimed,
+            replace(claimed.record, state="ok"),
+            report,
+            (f"job-{i}", lock) if i != 1 else None,  # the middle one keeps its lock
+        )
+    time.sleep(0.3)  # < MAX_HOLD: still held back
+    assert all(FireRecord.from_json(kazoo.get(c.path)[0]).state == "running" for c in batch), (
+        "results were written while fires were being started"
+    )
+    starting.clear()
+    for _ in batch:
+        assert reported.acquire(timeout=10)
+    assert writer.drain(5)
+    assert released == [["job-0", "job-2"]]
+    assert order == ["released", "reported", "reported", "reported"]
+
+    # a hold that never ends delays results by MAX_HOLD at most
+    starting.set()
+    late = claimed_records(claims, 1, "k")[0]
+    t0 = time.monotonic()
+    writer.submit(late, replace(late.record, state="ok"), reported.release)
+    assert reported.acquire(timeout=10)
+    assert MAX_HOLD * 0.9 <= time.monotonic() - t0 < MAX_HOLD + 5
+    assert FireRecord.from_json(kazoo.get(late.path)[0]).state == "ok"

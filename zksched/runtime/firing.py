@@ -19,6 +19,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -42,6 +43,9 @@ from zksched.zk.locks import JobLock, LockAttempt
 from zksched.zk.paths import ClusterPaths
 
 log = logging.getLogger("zksched.fire")
+
+CLAIM_BATCH = 200  # fires claimed in one transaction at most (~100 KB, far below 1 MB)
+STARTERS = 4  # threads that start the commands of fires claimed together
 
 FireKind = Literal["scheduled", "catchup", "trigger"]
 PRUNE_SLACK = 5  # prune history in batches: one transaction per few fires, not one per fire
@@ -124,8 +128,15 @@ class FirePath:
         self._unwritten: list[tuple[Claimed, FireRecord]] = []
         self._retries: list[_Retry] = []
         self._leases = JobLeases(client, paths, settings.member_id, settings.call_timeout)
-        self._results = ResultWriter(self._claims, self._write_result, self._keep_unwritten)
+        self._results = ResultWriter(
+            self._claims,
+            self._write_result,
+            self._keep_unwritten,
+            self._leases.release_many,
+            hold=self._starting,
+        )
         self._slots = threading.BoundedSemaphore(settings.concurrency)
+        self._starters = ThreadPoolExecutor(STARTERS - 1, thread_name_prefix="zksched-start")
         self._in_flight = 0  # fires claimed and not yet recorded (guarded by _idle)
         self._firing = 0  # calls of fire/fire_many going on (guarded by _idle)
         self._idle = threading.Condition()
@@ -264,26 +275,54 @@ class FirePath:
         if len(batch) < 2:
             self._give_back_all(batch)
             return rest + [(spec, instant, t_due) for spec, instant, t_due, _, _ in batch]
+        chunks = [batch[i : i + CLAIM_BATCH] for i in range(0, len(batch), CLAIM_BATCH)]
+        # Every transaction is sent before any command starts: starts would otherwise slow
+        # down the reading of the later transactions' replies (one interpreter lock).
         try:
-            claimed = self._claims.claim_many([item[4] for item in batch])
-        except Exception as exc:  # the transaction may have applied: settle each later
-            log.warning("claim of %d fires failed (%s); settling them", len(batch), exc)
-            self._give_back_all(batch)
-            for spec, instant, t_due, _, record in batch:
-                self._queue_retry(_Retry(spec, instant, "scheduled", t_due, record))
-                self._skip(spec.name, "claim-error", record.fire_key)
-            return rest
-        if claimed is None:  # not applied at all: one by one, which tells who has what
-            self._give_back_all(batch)
-            return rest + [(spec, instant, t_due) for spec, instant, t_due, _, _ in batch]
+            outcomes = self._claims.claim_batches([[item[4] for item in c] for c in chunks])
+        except Exception as exc:  # before or while sending: settle each like an unknown
+            outcomes = [exc] * len(chunks)
         t_claimed = self._clock.now()
-        for (spec, _, t_due, lock, record), outcome in zip(batch, claimed, strict=True):
-            self._note_history(spec.name, record.scheduled)
-            try:
-                self._run(_OurFire(spec, outcome, lock, t_due, t_claimed), wait=False)
-            except Exception:
-                log.exception("%s: could not be started", record.fire_key)
+        ours: list[_OurFire] = []
+        for chunk, claimed in zip(chunks, outcomes, strict=True):
+            if isinstance(claimed, Exception):  # it may have applied: settle each later
+                log.warning("claim of %d fires failed (%s); settling them", len(chunk), claimed)
+                self._give_back_all(chunk)
+                for spec, instant, t_due, _, record in chunk:
+                    self._queue_retry(_Retry(spec, instant, "scheduled", t_due, record))
+                    self._skip(spec.name, "claim-error", record.fire_key)
+            elif claimed is None:  # not applied at all: one by one, which tells who has what
+                self._give_back_all(chunk)
+                rest += [(spec, instant, t_due) for spec, instant, t_due, _, _ in chunk]
+            else:
+                for (spec, _, t_due, lock, record), outcome in zip(chunk, claimed, strict=True):
+                    self._note_history(spec.name, record.scheduled)
+                    ours.append(_OurFire(spec, outcome, lock, t_due, t_claimed))
+        self._start_all(ours)
         return rest
+
+    def _start_all(self, fires: list[_OurFire]) -> None:
+        """Start claimed fires from `STARTERS` threads at once: a start mostly waits for the
+        kernel to set the child up (without the interpreter lock), and others can go
+        meanwhile. Returns once every one has started (or failed to)."""
+        slices = [fires[i::STARTERS] for i in range(STARTERS)]
+        helpers = []
+        for part in slices[1:]:
+            if part:
+                try:
+                    helpers.append(self._starters.submit(self._start_each, part))
+                except RuntimeError:  # shut down (interpreter exit): start them here
+                    self._start_each(part)
+        self._start_each(slices[0])
+        for helper in helpers:
+            helper.result()
+
+    def _start_each(self, fires: list[_OurFire]) -> None:
+        for fire in fires:
+            try:
+                self._run(fire, wait=False)
+            except Exception:
+                log.exception("%s: could not be started", fire.key)
 
     def prepare(self, job: str, session_id: int) -> None:
         """Ahead of a job's fire (the scheduler, `leases.LEAD` seconds before): take its
@@ -291,8 +330,12 @@ class FirePath:
         self._leases.prepare(job, session_id)
         try:
             self._claims.ensure_folder(job)
-        except Exception as exc:  # the claim makes it then
-            log.debug("fire folder of %s not made ahead: %s", job, type(exc).__name__)
+            with self._history_lock:
+                known = job in self._history
+            if not known:  # listed now, not right after a burst's results (see _prune)
+                self.remember_history(job, self._claims.instants(job))
+        except Exception as exc:  # the claim makes the folder; _prune lists the history
+            log.debug("fire folder or history of %s not read ahead: %s", job, type(exc).__name__)
 
     def _give_back_all(self, batch: list[tuple[Any, Any, Any, JobLock | None, Any]]) -> None:
         for spec, _, _, lock, _ in batch:
@@ -444,17 +487,11 @@ class FirePath:
             self._prune(spec)  # after the result is written, off the completion thread
             self._report(fire, t_started, result)
 
-        if lock is None or keep:
-            self._results.submit(claimed, final, report)  # written with others ready now
-            return
-
-        def release_then_report() -> None:
-            # on the writer's thread, after the result: a slow ZooKeeper never holds up the
-            # completion of other runs (and with it their jobs' locks)
-            self._leases.release(spec.name, lock)
-            report()
-
-        self._results.submit(claimed, final, release_then_report)
+        # Written with the other results ready now. A lock not worth keeping is released by
+        # the writer's thread after the result (with the others of its batch): a slow
+        # ZooKeeper never holds up the completion of other runs, and with it their locks.
+        release = None if lock is None or keep else (spec.name, lock)
+        self._results.submit(claimed, final, report, release)
 
     def _report(self, fire: _OurFire, t_started: float, result: RunResult) -> None:
         """Count and log a fire whose result is written."""
@@ -514,6 +551,10 @@ class FirePath:
             if self._in_flight or self._firing:
                 return True
         return not self._results.idle
+
+    def _starting(self) -> bool:
+        """Fires are being claimed or started (read without the lock: a hint, asked often)."""
+        return self._firing > 0
 
     def _enter(self) -> None:
         with self._idle:

@@ -131,11 +131,17 @@ class JobLeases:
     def release(self, job: str, lock: JobLock) -> None:
         """The fire is over and its lock not worth keeping: delete the node (kept and
         retried if that fails), then give the job back."""
+        self.release_many([(job, lock)])
+
+    def release_many(self, locks: list[tuple[str, JobLock]]) -> None:
+        """`release` for several jobs' locks, their deletes pipelined."""
         with self._cv:
-            if self._held.get(job) is lock:
-                del self._held[job]
-        self._release_all([lock])
-        self.give_back(job, lock, keep=False)
+            for job, lock in locks:
+                if self._held.get(job) is lock:
+                    del self._held[job]
+        self._release_all([lock for _, lock in locks])
+        for job, lock in locks:
+            self.give_back(job, lock, keep=False)
 
     @property
     def closing(self) -> bool:

@@ -7,21 +7,30 @@ queued when it wakes and writes them in one transaction (none is held back to wa
 company: a lone result goes at once). A transaction that does not apply (a record deleted
 meanwhile, e.g. by `jobs delete`) is redone one result at a time; a write that fails on the
 connection is handed to the fire path's retry list.
+
+Starts come first: while fires are being claimed and started (`hold()` says so), results
+wait, at most `MAX_HOLD` seconds. A burst's results (a write each, a lock release, a log
+line) then no longer compete with its own later starts for the interpreter, the cores and
+ZooKeeper, and they go in fuller transactions.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from zksched.core.fires import FireRecord
 from zksched.zk.claims import Claimed, FireClaims
+from zksched.zk.locks import JobLock
 
 log = logging.getLogger(__name__)
 
 BATCH = 200  # results per transaction at most (a record is ~400 bytes)
+MAX_HOLD = 1.0  # seconds a result waits at most while fires are being started
+HOLD_STEP = 0.01
 
 
 @dataclass(frozen=True)
@@ -29,6 +38,7 @@ class _Pending:
     claimed: Claimed
     record: FireRecord
     then: Callable[[], None]  # runs once the result is written (or handed to the retries)
+    release: tuple[str, JobLock] | None  # a job's lock to give up once the result is written
 
 
 class ResultWriter:
@@ -37,20 +47,34 @@ class ResultWriter:
         claims: FireClaims,
         write_one: Callable[[Claimed, FireRecord], None],
         keep_for_retry: Callable[[Claimed, FireRecord], None],
+        release_locks: Callable[[list[tuple[str, JobLock]]], None],
+        hold: Callable[[], bool] = lambda: False,
     ) -> None:
         """`write_one` writes one result on its own and keeps it for a retry if that fails;
-        `keep_for_retry` only keeps it (written later, once ZooKeeper answers)."""
+        `keep_for_retry` only keeps it (written later, once ZooKeeper answers);
+        `release_locks` gives up jobs' locks (never raises for ZooKeeper: it keeps what it
+        cannot delete); `hold()` is true while fires are being started (cheap: it is asked
+        every `HOLD_STEP`)."""
         self._claims = claims
         self._write_one = write_one
         self._keep_for_retry = keep_for_retry
+        self._release_locks = release_locks
+        self._hold = hold
         self._cv = threading.Condition()
         self._queue: list[_Pending] = []
         self._busy = False
         self._thread: threading.Thread | None = None
 
-    def submit(self, claimed: Claimed, record: FireRecord, then: Callable[[], None]) -> None:
+    def submit(
+        self,
+        claimed: Claimed,
+        record: FireRecord,
+        then: Callable[[], None],
+        release: tuple[str, JobLock] | None = None,
+    ) -> None:
+        """Write `record`, then give up `release` (job, lock) if given, then call `then`."""
         with self._cv:
-            self._queue.append(_Pending(claimed, record, then))
+            self._queue.append(_Pending(claimed, record, then, release))
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="zksched-results", daemon=True
@@ -72,6 +96,10 @@ class ResultWriter:
         while True:
             with self._cv:
                 self._cv.wait_for(lambda: bool(self._queue))
+            deadline = time.monotonic() + MAX_HOLD
+            while self._hold() and time.monotonic() < deadline:
+                time.sleep(HOLD_STEP)
+            with self._cv:
                 batch, self._queue = self._queue[:BATCH], self._queue[BATCH:]
                 self._busy = True
             try:
@@ -99,6 +127,13 @@ class ResultWriter:
                     self._write_one(pending.claimed, pending.record)
                 except Exception:  # write_one keeps what it cannot write; never stop here
                     log.exception("writing the result of %s failed", pending.record.fire_key)
+        releases = [pending.release for pending in batch if pending.release is not None]
+        if releases:
+            try:
+                self._release_locks(releases)
+            except Exception:
+                log.exception("giving up %d locks failed", len(releases))
+        for pending in batch:
             try:
                 pending.then()
             except Exception:

@@ -141,6 +141,8 @@ class CommandRunner:
         self.base_env: dict[str, str] = dict(default_base_env() if base_env is None else base_env)
         self.logger = logger if logger is not None else logging.getLogger("zksched.job")
         self._supervisor = _Supervisor()
+        # every command's stdin; opened once (subprocess would open it for every start)
+        self._devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
 
     def start(
         self,
@@ -163,7 +165,7 @@ class CommandRunner:
         try:
             popen = subprocess.Popen(
                 list(request.argv),
-                stdin=subprocess.DEVNULL,
+                stdin=self._devnull,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 cwd=cwd,

@@ -44,7 +44,6 @@ from zksched.runtime.skips import SkipLog
 log = logging.getLogger(__name__)
 
 FLUSH_INTERVAL = 2.0  # how often results that could not be written are retried
-BATCH = 200  # fires claimed in one transaction at most (~100 KB, far below 1 MB)
 PREPARE_THREADS = 8
 
 
@@ -209,8 +208,8 @@ class FireScheduler:
                 spec = self._dispatchable(name, generation, instant, "scheduled")
                 if spec is not None:
                     ready.append((spec, instant, due_ts))
-            for start in range(0, len(ready), BATCH):
-                self._submit(self._fire_batch, ready[start : start + BATCH])
+            if ready:
+                self._submit(self._fire_batch, ready)
             leases = self._fire_path.leases
             for name in prepare:
                 if session is not None and not leases.ready(name, session):

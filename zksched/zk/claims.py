@@ -86,27 +86,52 @@ class FireClaims:
         """Claim all of them in one transaction. None: it did not apply (one was claimed
         already): claim them one by one. Raises kazoo errors/timeouts when the outcome is
         unknown: `resolve()` each one."""
+        outcome = self.claim_batches([records])[0]
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    def claim_batches(
+        self, batches: list[list[FireRecord]]
+    ) -> list[list[Claimed] | Exception | None]:
+        """`claim_many` for several batches at once: every transaction is sent before the
+        first reply is awaited, so a burst's claims cost one round trip, not one per batch.
+        Per batch, in order: its claims; None (it did not apply); or the exception that
+        left its outcome unknown."""
         if not self._fence_ready:
             wait(self._client.ensure_path_async(self._paths.fence), self._timeout)
             self._fence_ready = True
-        missing = sorted({r.job for r in records} - self._folders)
+        missing = sorted({r.job for batch in batches for r in batch} - self._folders)
         if missing:  # first fires: the folders (the transaction cannot make them)
             self._ensure_folders(missing)
-        txn = self._client.transaction()
-        paths = [self._paths.fire(r.job, r.scheduled) for r in records]
-        for path, record in zip(paths, records, strict=True):
-            txn.create(path, record.to_json())
-        txn.set_data(self._paths.fence, b"")
-        results = wait(txn.commit_async(), self._timeout)
-        if any(isinstance(r, Exception) for r in results):
-            if any(isinstance(r, NoNodeError) for r in results):
-                self._folders.clear()  # a folder we knew is gone (a job deleted): re-check
-            return None
-        token = results[-1].mzxid
-        return [
-            Claimed(path, replace(record, fencing_token=token), token)
-            for path, record in zip(paths, records, strict=True)
-        ]
+        sent = []
+        for records in batches:
+            txn = self._client.transaction()
+            paths = [self._paths.fire(r.job, r.scheduled) for r in records]
+            for path, record in zip(paths, records, strict=True):
+                txn.create(path, record.to_json())
+            txn.set_data(self._paths.fence, b"")
+            sent.append((paths, records, txn.commit_async()))
+        outcomes: list[list[Claimed] | Exception | None] = []
+        for paths, records, pending in sent:
+            try:
+                results = wait(pending, self._timeout)
+            except Exception as exc:  # the transaction may have applied
+                outcomes.append(exc)
+                continue
+            if any(isinstance(r, Exception) for r in results):
+                if any(isinstance(r, NoNodeError) for r in results):
+                    self._folders.clear()  # a folder we knew is gone (a job deleted): re-check
+                outcomes.append(None)
+                continue
+            token = results[-1].mzxid
+            outcomes.append(
+                [
+                    Claimed(path, replace(record, fencing_token=token), token)
+                    for path, record in zip(paths, records, strict=True)
+                ]
+            )
+        return outcomes
 
     def resolve(self, record: FireRecord) -> Claimed | AlreadyClaimed | None:
         """What became of a claim attempt: ours, someone else's, or None (no record)."""
