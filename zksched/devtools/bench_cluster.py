@@ -46,6 +46,7 @@ from zksched.devtools.bench import (
     progress,
 )
 from zksched.devtools.zkserver import ZkServer
+from zksched.runtime.leases import LEAD
 
 SESSION_TIMEOUT = 4.0  # the issue's peers were measured with 4 s
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -204,9 +205,11 @@ class Member:
             self.process.kill()
             self.process.wait(10)
 
-    def cpu_seconds(self) -> float:
+    def cpu_seconds(self, children: bool = False) -> float:
+        """CPU time of the daemon (utime + stime), or of the commands it has reaped."""
         fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime + stime
+        first = 13 if children else 11  # cutime + cstime
+        return (int(fields[first]) + int(fields[first + 1])) / CLOCK_TICKS
 
     def rss_mb(self) -> float:
         for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
@@ -759,8 +762,9 @@ def _scale_one(zk: str, workdir: Path, size: int, burst: int, idle_seconds: int)
         ]
         rss = [round(m.rss_mb(), 1) for m in group]
         # The burst: `burst` more jobs, all due at one instant far enough ahead for the
-        # apply and every member's reload of the changed buckets.
-        due = math.ceil(time.time() + max(5.0, 2.5 * apply_s + 3))
+        # apply, every member's reload of the changed buckets, and the taking of their locks
+        # `LEAD` seconds ahead, as for any job that exists longer than that before it fires.
+        due = math.ceil(time.time() + max(LEAD + 5.0, 2.5 * apply_s + 3))
         at = datetime.fromtimestamp(due, UTC)
         spec = f"{at.second} {at.minute} {at.hour} {at.day} {at.month} *"
         jobs.update(
@@ -774,15 +778,23 @@ def _scale_one(zk: str, workdir: Path, size: int, burst: int, idle_seconds: int)
         def burst_fires() -> list[dict[str, Any]]:
             return [e for m in group for e in m.events("fire") if e["job"].startswith("burst-")]
 
+        def cpu() -> list[float]:
+            return [m.cpu_seconds(children) for m in group for children in (False, True)]
+
+        sleep_until(due - 0.5)
+        cpu_before = cpu()
         with contextlib.suppress(TimeoutError):
             wait_for(lambda: len(burst_fires()) >= burst, due - time.time() + 60, "the burst")
         time.sleep(1)
         fires = burst_fires()
+        cpu_used = [after - before for after, before in zip(cpu(), cpu_before, strict=True)]
     finally:
         for m in group:
             m.stop()
     keys = Counter(e["fire_key"] for e in fires)
     delays = [(float(e["started_ts"]) - float(e["scheduled_ts"])) * 1000 for e in fires]
+    # where a start's delay went: due -> claimed, claimed -> started
+    claim_delays = [(float(e["claimed_ts"]) - float(e["scheduled_ts"])) * 1000 for e in fires]
     result = {
         "jobs": size,
         "apply_s": round(apply_s, 2),
@@ -793,6 +805,12 @@ def _scale_one(zk: str, workdir: Path, size: int, burst: int, idle_seconds: int)
         "burst": burst,
         "burst_apply_s": round(burst_apply_s, 2),
         "burst_delay_ms": percentiles(delays),
+        "burst_claimed_ms": percentiles(claim_delays),
+        # CPU seconds from 0.5 s before the burst until 1 s after its last fire was logged
+        "burst_cpu_s": {
+            "daemons": round(sum(cpu_used[0::2]), 2),
+            "commands": round(sum(cpu_used[1::2]), 2),
+        },
         "burst_lost": burst - len(keys),
         "burst_doubled": sum(1 for n in keys.values() if n > 1),
     }
