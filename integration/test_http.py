@@ -3,6 +3,8 @@ happen (scraped over HTTP), /readyz follows the ZooKeeper session, /healthz the 
 
 from __future__ import annotations
 
+import signal
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -111,3 +113,70 @@ def test_a_port_in_use_is_refused_before_joining(daemons: Start, zk: str, client
     assert result.stderr.strip() == expected
     members = run_cli(zk, client_id, "members", "--json")
     assert members.stdout.count('"member_id"') == 1  # only the first daemon ever joined
+
+
+def test_probes_answer_while_the_daemon_is_frozen_and_go_with_it(daemons: Start) -> None:
+    """The public socket is served by a child process (runtime/probes.py): a daemon that
+    cannot run (SIGSTOP) still has its probes answered at once, from its last verdict, until
+    that verdict is older than `stale_after`; a daemon killed by SIGKILL takes the child
+    with it."""
+    daemon, base = start_with_http(daemons)
+    wait_until(lambda: get(base + "/readyz")[0] == 200, 20, what="ready")
+    stale_after = max(10.0, 3 * SESSION_TIMEOUT)  # DaemonStatus.stale_after
+    daemon.signal(signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        assert get(base + "/healthz") == (200, "ok\n")
+        assert get(base + "/readyz") == (200, "ok\n")
+        assert time.monotonic() - started < 2  # not waiting for the stopped daemon
+        wait_until(lambda: get(base + "/healthz")[0] == 503, stale_after + 5, what="stale verdict")
+        status, body = get(base + "/healthz")
+        assert status == 503 and "no word from the daemon" in body
+        assert time.monotonic() - started >= stale_after - 1
+    finally:
+        daemon.signal(signal.SIGCONT)
+    wait_until(lambda: get(base + "/healthz")[0] == 200, 10, what="healthy again")
+    assert metric(base, "zksched_members") == 1  # relayed to the daemon again
+
+    probe_children = [
+        pid for pid in children_of(daemon.pid) if b"zksched.runtime.probes" in cmdline(pid)
+    ]
+    assert len(probe_children) == 1
+    daemon.kill()
+    wait_until(
+        lambda: (
+            not Path(f"/proc/{probe_children[0]}").exists()
+            or "Z" in Path(f"/proc/{probe_children[0]}/stat").read_text().rsplit(")", 1)[1][:3]
+        ),
+        10,
+        what="the probe process to exit with its daemon",
+    )
+    status, _ = get_or_refused(base + "/healthz")
+    assert status is None  # nobody listens any more
+
+
+def get_or_refused(url: str) -> tuple[int | None, str]:
+    try:
+        return get(url)
+    except (urllib.error.URLError, ConnectionError):
+        return None, ""
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""

@@ -16,12 +16,13 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import TYPE_CHECKING, Any
 
 from zksched import __version__
 from zksched.runtime.metrics import DaemonMetrics
+from zksched.runtime.probes import ProbeProcess
 from zksched.runtime.statuspage import (
     FireResult,
     SkipRow,
@@ -310,10 +311,6 @@ class _Server(HTTPServer):
             pool.shutdown(wait=False, cancel_futures=True)
 
 
-class _Server6(_Server):
-    address_family = socket.AF_INET6
-
-
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     timeout = 10  # a client that sends nothing is dropped instead of holding a thread
@@ -366,6 +363,7 @@ class HttpEndpoint:
         self.host, self.port = parse_http_address(address)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
+        self._probes: ProbeProcess | None = None
 
     @property
     def url(self) -> str:
@@ -373,18 +371,25 @@ class HttpEndpoint:
         return f"http://{host}:{self.port}"
 
     def start(self) -> None:
-        """Bind now (HttpUnavailable if it cannot), then serve on a daemon thread."""
+        """Bind now (HttpUnavailable if it cannot), then serve: the public socket from a
+        child process (`probes.py`), which answers the probes itself and relays the rest to
+        this process's own server on a loopback port."""
         if self._server is not None:
             return
-        server_class = _Server6 if ":" in self.host else _Server
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        public = socket.socket(family, socket.SOCK_STREAM)
         try:
-            server = server_class((self.host, self.port), _Handler)
+            public.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            public.bind((self.host, self.port))
+            public.listen(128)
         except OSError as exc:
+            public.close()
             raise HttpUnavailable(
                 f"--http {self.address}: cannot listen: {exc.strerror or exc}"
             ) from None
+        self.port = public.getsockname()[1]
+        server = _Server(("127.0.0.1", 0), _Handler)
         server.status = self.status
-        self.port = server.server_address[1]
         self._server = server
         self._thread = threading.Thread(
             target=server.serve_forever,
@@ -393,6 +398,22 @@ class HttpEndpoint:
             daemon=True,
         )
         self._thread.start()
+        status = self.status
+        self._probes = ProbeProcess(
+            public,
+            server.server_address[1],
+            health=lambda: astuple(status.health()),
+            readiness=lambda: astuple(status.readiness()),
+            stale_after=status.stale_after,
+        )
+        try:
+            self._probes.start()
+        except OSError as exc:
+            public.close()
+            self.stop()
+            raise HttpUnavailable(
+                f"--http {self.address}: cannot start the HTTP process: {exc}"
+            ) from None
         log.info(
             "HTTP endpoint on %s (/metrics /healthz /readyz /)",
             self.url,
@@ -400,6 +421,9 @@ class HttpEndpoint:
         )
 
     def stop(self) -> None:
+        probes, self._probes = self._probes, None
+        if probes is not None:
+            probes.stop()
         server, self._server = self._server, None
         if server is None:
             return

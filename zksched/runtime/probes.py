@@ -1,0 +1,272 @@
+"""The daemon's public HTTP socket, served by a small child process.
+
+`/healthz` and `/readyz` must answer within milliseconds whatever the daemon is doing. In the
+daemon itself every request needs its interpreter lock, which a burst of hundreds of command
+starts keeps busy: probes answered there took up to 50-85 ms in a 2,000-job burst
+(docs/benchmarks.md, http). So the public socket belongs to a child process that does
+nothing else (`python -m zksched.runtime.probes`):
+
+- the daemon publishes its health and readiness verdicts to the child every
+  `PUBLISH_EVERY` seconds (one JSON line on a pipe); the child answers `/healthz` and
+  `/readyz` from the latest one. A verdict older than `stale_after` seconds is itself a
+  failure ("no word from the daemon"): a daemon too stuck to publish is not healthy;
+- every other path (`/metrics`, the status page) is relayed to the daemon's own HTTP server,
+  which listens on a loopback port of its choosing;
+- the child exits when the pipe closes, i.e. when the daemon stops or dies (even by
+  SIGKILL), so it never outlives it.
+
+The daemon binds the public socket itself, before the child starts (an address in use is
+the daemon's start-up error, as before), and hands it over.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import Any
+
+from zksched import __version__
+
+log = logging.getLogger(__name__)
+
+PUBLISH_EVERY = 0.25  # seconds between two verdicts sent to the child
+RELAY_TIMEOUT = 30.0  # seconds the child waits for the daemon's answer to a relayed request
+RELAYED_HEADERS = (
+    "Content-Type",
+    "Cache-Control",
+    "X-Content-Type-Options",
+    "Content-Security-Policy",
+)
+
+Verdict = tuple[bool, str]  # (ok, reason)
+
+
+class ProbeProcess:
+    """Daemon side: start the child on `public` (a listening socket), keep it informed."""
+
+    def __init__(
+        self,
+        public: socket.socket,
+        upstream_port: int,
+        health: Callable[[], Verdict],
+        readiness: Callable[[], Verdict],
+        stale_after: float,
+    ) -> None:
+        self._public = public
+        self._upstream_port = upstream_port
+        self._health = health
+        self._readiness = readiness
+        self._stale_after = stale_after
+        self._process: subprocess.Popen[bytes] | None = None
+        self._pipe: int | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        read_end, write_end = os.pipe()  # both close-on-exec: no job command inherits them
+        try:
+            self._process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "zksched.runtime.probes",
+                    str(self._public.fileno()),
+                    str(read_end),
+                    str(self._upstream_port),
+                    str(self._stale_after),
+                ],
+                pass_fds=(self._public.fileno(), read_end),
+                stdin=subprocess.DEVNULL,
+                close_fds=True,
+            )
+        except BaseException:
+            os.close(write_end)
+            raise
+        finally:
+            os.close(read_end)
+        self._pipe = write_end
+        self._public.close()  # the child serves it now
+        self._publish()  # the first verdict before any probe can ask
+        self._thread = threading.Thread(target=self._run, name="zksched-probes", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        pipe, self._pipe = self._pipe, None
+        if pipe is not None:
+            os.close(pipe)  # the child exits at end of file
+        if self._process is not None:
+            try:
+                self._process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+
+    def _run(self) -> None:
+        while not self._stop.wait(PUBLISH_EVERY):
+            try:
+                self._publish()
+            except OSError:  # the child is gone: nothing serves the probes any more
+                log.error("the HTTP probe process is gone; /healthz and /readyz are down")
+                return
+            except Exception:
+                log.exception("publishing health to the HTTP probe process failed")
+
+    def _publish(self) -> None:
+        pipe = self._pipe
+        if pipe is None:
+            return
+        line = json.dumps({"health": self._health(), "ready": self._readiness()}) + "\n"
+        os.write(pipe, line.encode())
+
+
+# -- the child process -----------------------------------------------------------------------
+
+
+class _Verdicts:
+    def __init__(self, stale_after: float) -> None:
+        self.stale_after = stale_after
+        self._lock = threading.Lock()
+        self._at = time.monotonic()
+        self._health: Verdict = (False, "no word from the daemon yet")
+        self._ready: Verdict = (False, "no word from the daemon yet")
+
+    def update(self, health: Verdict, ready: Verdict) -> None:
+        with self._lock:
+            self._at, self._health, self._ready = time.monotonic(), health, ready
+
+    def get(self, which: str) -> Verdict:
+        with self._lock:
+            age = time.monotonic() - self._at
+            verdict = self._health if which == "health" else self._ready
+        if age > self.stale_after:
+            return False, f"no word from the daemon for {age:.0f}s"
+        return verdict
+
+
+class _ProbeServer(HTTPServer):
+    verdicts: _Verdicts
+    upstream_port: int
+
+    def server_bind(self) -> None:  # the socket is bound and listening already
+        self.server_address = self.socket.getsockname()
+
+    def server_activate(self) -> None:
+        pass
+
+
+class _ProbeHandler(BaseHTTPRequestHandler):
+    server: _ProbeServer
+    timeout = 10  # a client that sends nothing is dropped
+    protocol_version = "HTTP/1.0"
+    server_version = f"zksched/{__version__}"
+
+    def do_GET(self) -> None:
+        self._respond(send_body=True)
+
+    def do_HEAD(self) -> None:
+        self._respond(send_body=False)
+
+    def _respond(self, send_body: bool) -> None:
+        path = self.path.split("?", 1)[0]
+        if path in ("/healthz", "/readyz"):
+            ok, reason = self.server.verdicts.get("health" if path == "/healthz" else "ready")
+            self._send(200 if ok else 503, None, (reason + "\n").encode(), send_body)
+            return
+        try:
+            status, headers, body = self._relay()
+        except (OSError, http.client.HTTPException) as exc:
+            body = f"the daemon did not answer: {exc}\n".encode()
+            self._send(502, None, body, send_body)
+            return
+        self._send(status, headers, body, send_body)
+
+    def _relay(self) -> tuple[int, dict[str, str], bytes]:
+        upstream = http.client.HTTPConnection(
+            "127.0.0.1", self.server.upstream_port, timeout=RELAY_TIMEOUT
+        )
+        try:
+            upstream.request(self.command, self.path)
+            reply = upstream.getresponse()
+            body = reply.read()
+            headers = {name: value for name in RELAYED_HEADERS if (value := reply.getheader(name))}
+            return reply.status, headers, body
+        finally:
+            upstream.close()
+
+    def _send(
+        self, status: int, headers: dict[str, str] | None, body: bytes, send_body: bool
+    ) -> None:
+        """`headers` None: a plain-text answer of our own."""
+        if headers is None:
+            headers = {
+                "Content-Type": "text/plain; charset=utf-8",
+                "Cache-Control": "no-store",
+                "X-Content-Type-Options": "nosniff",
+            }
+        self.send_response(status)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if send_body:
+            self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # the daemon logs what it serves; probes every few seconds are not news
+
+
+def _follow(pipe: int, verdicts: _Verdicts) -> None:
+    """Read the daemon's verdicts; at end of file (the daemon stopped or died) exit."""
+    with os.fdopen(pipe, "rb") as lines:
+        for line in lines:
+            with contextlib.suppress(ValueError, TypeError, KeyError):
+                message = json.loads(line)
+                health, ready = message["health"], message["ready"]
+                verdicts.update((bool(health[0]), str(health[1])), (bool(ready[0]), str(ready[1])))
+    os._exit(0)
+
+
+def main(argv: list[str]) -> None:
+    listen_fd, pipe, upstream_port, stale_after = argv
+    verdicts = _Verdicts(float(stale_after))
+    sock = socket.socket(fileno=int(listen_fd))
+    server = _ProbeServer(sock.getsockname(), _ProbeHandler, bind_and_activate=False)
+    server.socket = sock
+    server.server_bind()
+    server.verdicts = verdicts
+    server.upstream_port = int(upstream_port)
+    threading.Thread(target=_follow, args=(int(pipe), verdicts), daemon=True).start()
+    # one thread per request: a slow relayed page never holds up a probe, and this process
+    # does nothing else, so a thread start is cheap here
+    while True:
+        try:
+            request, address = server.get_request()
+        except OSError:
+            continue
+        threading.Thread(target=_serve_one, args=(server, request, address), daemon=True).start()
+
+
+def _serve_one(server: _ProbeServer, request: socket.socket, address: Any) -> None:
+    try:
+        server.finish_request(request, address)
+    except Exception:
+        pass  # a client that hung up mid-request
+    finally:
+        server.shutdown_request(request)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
