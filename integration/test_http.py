@@ -3,6 +3,7 @@ happen (scraped over HTTP), /readyz follows the ZooKeeper session, /healthz the 
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 import urllib.error
@@ -180,3 +181,27 @@ def cmdline(pid: int) -> bytes:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return b""
+
+
+def test_ctrl_c_stops_the_daemon_and_its_probe_process_without_a_traceback(
+    daemons: Start,
+) -> None:
+    """A Ctrl-C at a terminal signals the whole foreground process group: the daemon stops
+    gracefully; the probe process (in a group of its own) is stopped by it, not killed
+    mid-stop with a KeyboardInterrupt traceback."""
+    daemon, base = start_with_http(daemons)
+    wait_until(lambda: get(base + "/readyz")[0] == 200, 20, what="ready")
+    probes = [pid for pid in children_of(daemon.pid) if b"zksched.runtime.probes" in cmdline(pid)]
+    assert len(probes) == 1
+    os.killpg(daemon.pid, signal.SIGINT)  # the harness starts each daemon as a group leader
+    assert daemon.process is not None
+    assert daemon.process.wait(30) == 0
+    wait_until(
+        lambda: (
+            not Path(f"/proc/{probes[0]}").exists()
+            or "Z" in Path(f"/proc/{probes[0]}/stat").read_text().rsplit(")", 1)[1][:3]
+        ),
+        10,
+        what="the probe process to exit",
+    )
+    assert "Traceback" not in daemon.log_text()

@@ -13,7 +13,9 @@ nothing else (`python -m zksched.runtime.probes`):
 - every other path (`/metrics`, the status page) is relayed to the daemon's own HTTP server,
   which listens on a loopback port of its choosing;
 - the child exits when the pipe closes, i.e. when the daemon stops or dies (even by
-  SIGKILL), so it never outlives it.
+  SIGKILL), so it never outlives it; it has its own process group, so signals meant for the
+  daemon's terminal reach the daemon only, and the probes are answered through a graceful
+  stop (`/readyz` then says "stopping").
 
 The daemon binds the public socket itself, before the child starts (an address in use is
 the daemon's start-up error, as before), and hands it over.
@@ -88,6 +90,9 @@ class ProbeProcess:
                 pass_fds=(self._public.fileno(), read_end),
                 stdin=subprocess.DEVNULL,
                 close_fds=True,
+                # its own process group: a Ctrl-C at the terminal stops the daemon (which
+                # stops it in turn), not the child mid-stop with a traceback
+                process_group=0,
             )
         except BaseException:
             os.close(write_end)
