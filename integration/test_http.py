@@ -205,3 +205,22 @@ def test_ctrl_c_stops_the_daemon_and_its_probe_process_without_a_traceback(
         what="the probe process to exit",
     )
     assert "Traceback" not in daemon.log_text()
+
+
+def test_a_probe_process_that_dies_is_replaced_on_the_same_port(daemons: Start) -> None:
+    daemon, base = start_with_http(daemons)
+    wait_until(lambda: get(base + "/readyz")[0] == 200, 20, what="ready")
+
+    def probe_processes() -> list[int]:
+        return [pid for pid in children_of(daemon.pid) if b"zksched.runtime.probes" in cmdline(pid)]
+
+    [first] = probe_processes()
+    os.kill(first, signal.SIGKILL)
+    wait_until(
+        lambda: [pid for pid in probe_processes() if pid != first], 10, what="a new probe process"
+    )
+    wait_until(lambda: get_or_refused(base + "/healthz")[0] == 200, 10, what="probes again")
+    assert get(base + "/readyz") == (200, "ok\n")
+    assert metric(base, "zksched_members") == 1
+    assert "the HTTP probe process exited" in daemon.log_text()
+    assert daemon.alive

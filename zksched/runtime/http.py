@@ -409,7 +409,6 @@ class HttpEndpoint:
         try:
             self._probes.start()
         except OSError as exc:
-            public.close()
             self.stop()
             raise HttpUnavailable(
                 f"--http {self.address}: cannot start the HTTP process: {exc}"

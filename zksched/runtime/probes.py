@@ -13,12 +13,14 @@ nothing else (`python -m zksched.runtime.probes`):
 - every other path (`/metrics`, the status page) is relayed to the daemon's own HTTP server,
   which listens on a loopback port of its choosing;
 - the child exits when the pipe closes, i.e. when the daemon stops or dies (even by
-  SIGKILL), so it never outlives it; it has its own process group, so signals meant for the
-  daemon's terminal reach the daemon only, and the probes are answered through a graceful
-  stop (`/readyz` then says "stopping").
+  SIGKILL), so it never outlives it; one that exits on its own is replaced within a second,
+  on the same socket (the daemon keeps it open without accepting on it);
+- it has its own process group, so signals meant for the daemon's terminal reach the daemon
+  only, and the probes are answered through a graceful stop (`/readyz` then says
+  "stopping").
 
 The daemon binds the public socket itself, before the child starts (an address in use is
-the daemon's start-up error, as before), and hands it over.
+the daemon's start-up error, as before), and shares it with the child.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from zksched import __version__
 log = logging.getLogger(__name__)
 
 PUBLISH_EVERY = 0.25  # seconds between two verdicts sent to the child
+RESPAWN_EVERY = 1.0  # seconds between two attempts to replace a child that exited
 RELAY_TIMEOUT = 30.0  # seconds the child waits for the daemon's answer to a relayed request
 RELAYED_HEADERS = (
     "Content-Type",
@@ -75,6 +78,19 @@ class ProbeProcess:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
+        self._spawn()
+        self._publish()  # the first verdict before any probe can ask
+        self._thread = threading.Thread(target=self._run, name="zksched-probes", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._end_child()
+        self._public.close()
+
+    def _spawn(self) -> None:
         read_end, write_end = os.pipe()  # both close-on-exec: no job command inherits them
         try:
             self._process = subprocess.Popen(
@@ -87,6 +103,8 @@ class ProbeProcess:
                     str(self._upstream_port),
                     str(self._stale_after),
                 ],
+                # the socket stays open here too (never accepted on): a child that dies is
+                # replaced on the same socket, and probes in between wait in its backlog
                 pass_fds=(self._public.fileno(), read_end),
                 stdin=subprocess.DEVNULL,
                 close_fds=True,
@@ -100,32 +118,41 @@ class ProbeProcess:
         finally:
             os.close(read_end)
         self._pipe = write_end
-        self._public.close()  # the child serves it now
-        self._publish()  # the first verdict before any probe can ask
-        self._thread = threading.Thread(target=self._run, name="zksched-probes", daemon=True)
-        self._thread.start()
 
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+    def _end_child(self) -> None:
         pipe, self._pipe = self._pipe, None
         if pipe is not None:
             os.close(pipe)  # the child exits at end of file
-        if self._process is not None:
+        process, self._process = self._process, None
+        if process is not None:
             try:
-                self._process.wait(timeout=5)
+                process.wait(timeout=5)
             except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
+                process.kill()
+                process.wait()
 
     def _run(self) -> None:
+        next_spawn = 0.0
         while not self._stop.wait(PUBLISH_EVERY):
+            process = self._process
+            if process is None or process.poll() is not None:
+                if time.monotonic() < next_spawn:
+                    continue
+                next_spawn = time.monotonic() + RESPAWN_EVERY
+                log.warning(
+                    "the HTTP probe process exited (%s); starting a new one",
+                    None if process is None else process.returncode,
+                )
+                try:
+                    self._end_child()
+                    self._spawn()
+                except Exception:
+                    log.exception("starting the HTTP probe process failed; will retry")
+                    continue
             try:
                 self._publish()
-            except OSError:  # the child is gone: nothing serves the probes any more
-                log.error("the HTTP probe process is gone; /healthz and /readyz are down")
-                return
+            except OSError:  # it just died: replaced at the next turn
+                pass
             except Exception:
                 log.exception("publishing health to the HTTP probe process failed")
 
