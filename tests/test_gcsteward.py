@@ -10,6 +10,7 @@ from zksched.runtime.gcsteward import (
     MAX_INTERVAL,
     MIN_INTERVAL,
     NO_AUTOMATIC_FULL_PASS,
+    QUIET_AHEAD,
     GcSteward,
 )
 
@@ -21,7 +22,7 @@ class Cycle:
 
 def test_a_pass_is_due_when_quiet_after_the_minimum_or_always_after_the_maximum() -> None:
     now = [1000.0]
-    steward = GcSteward(lambda: True, clock=lambda: now[0])
+    steward = GcSteward(lambda ahead: True, clock=lambda: now[0])
     assert not steward.due(now[0] + MIN_INTERVAL - 1, quiet=True)
     assert steward.due(now[0] + MIN_INTERVAL, quiet=True)
     assert not steward.due(now[0] + MAX_INTERVAL - 1, quiet=False)  # busy: wait
@@ -29,7 +30,7 @@ def test_a_pass_is_due_when_quiet_after_the_minimum_or_always_after_the_maximum(
 
 
 def test_a_pass_frees_garbage_cycles_and_freezes_what_survives() -> None:
-    steward = GcSteward(lambda: True)
+    steward = GcSteward(lambda ahead: True)
     garbage = Cycle()
     gone = weakref.ref(garbage)
     del garbage
@@ -47,7 +48,7 @@ def test_start_turns_automatic_full_passes_off_and_stop_restores_them() -> None:
     before = gc.get_threshold()
     checked = threading.Event()
 
-    def quiet() -> bool:
+    def quiet(ahead: float) -> bool:
         checked.set()
         raise RuntimeError("a question that fails counts as not quiet")
 
@@ -72,7 +73,7 @@ def test_a_pass_needs_two_quiet_looks_in_a_row() -> None:
     go = threading.Event()
     sixth = threading.Event()
 
-    def quiet() -> bool:
+    def quiet(ahead: float) -> bool:
         calls[0] += 1
         if calls[0] <= len(answers):
             return answers[calls[0] - 1]
@@ -96,3 +97,31 @@ def test_a_pass_needs_two_quiet_looks_in_a_row() -> None:
         go.set()
         steward.stop()
         gc.unfreeze()
+
+
+def test_the_quiet_horizon_grows_with_the_last_pause() -> None:
+    """A pass must end before the next fire: the steward asks for a quiet stretch of at
+    least QUIET_AHEAD seconds, or three times its last pause if that is longer."""
+    asked: list[float] = []
+    looked = threading.Event()
+
+    def quiet(ahead: float) -> bool:
+        asked.append(ahead)
+        looked.set()
+        return False
+
+    steward = GcSteward(quiet, check_every=0.01)
+    steward._last -= MIN_INTERVAL
+    steward.last_pause = 0.05  # a small job table: the fixed horizon
+    steward.start()
+    try:
+        assert looked.wait(5)
+        assert asked[-1] == QUIET_AHEAD
+        steward.last_pause = 0.8  # a pass that took 0.8 s wants 2.4 s of quiet
+        for _ in range(500):  # the next look after the change asks for it
+            if asked[-1] != QUIET_AHEAD:
+                break
+            threading.Event().wait(0.01)
+        assert asked[-1] == 3 * 0.8
+    finally:
+        steward.stop()

@@ -20,7 +20,7 @@ from zksched.runtime.clock import Clock
 from zksched.runtime.clockprobe import ClockProbe
 from zksched.runtime.cluster import ClusterMembership, ClusterView
 from zksched.runtime.firing import FirePath, FireSettings
-from zksched.runtime.gcsteward import QUIET_AHEAD, GcSteward
+from zksched.runtime.gcsteward import GcSteward
 from zksched.runtime.http import DaemonStatus, HttpEndpoint
 from zksched.runtime.jobs import JobsSnapshot, JobTableWatcher
 from zksched.runtime.runner import CommandRunner
@@ -122,12 +122,12 @@ class Daemon:
         self.status = DaemonStatus(self)
         self.http = HttpEndpoint(self.status, config.http) if config.http else None
 
-    def _quiet(self) -> bool:
-        """Nothing running or being recorded, and nothing due within a second."""
+    def _quiet(self, ahead: float) -> bool:
+        """Nothing running or being recorded, and nothing due within `ahead` seconds."""
         if self.fire_path.busy():
             return False
         due = self.scheduler.next_due()
-        return due is None or due - self.clock.now() > QUIET_AHEAD
+        return due is None or due - self.clock.now() > ahead
 
     def _on_jobs(self, snapshot: JobsSnapshot) -> None:
         self.scheduler.update_jobs(snapshot)

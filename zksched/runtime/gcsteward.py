@@ -8,7 +8,9 @@ it came exactly when most objects were being made, stalling the fires and the HT
 stay automatic and cheap) and runs them itself:
 
 - when the member is quiet (no fire running or being recorded, none due within
-  `QUIET_AHEAD` seconds), at most every `MIN_INTERVAL` seconds;
+  `QUIET_AHEAD` seconds, or three times the last pass's pause if that is longer: with many
+  jobs a pass takes longer, and must still end before the next fire), at most every
+  `MIN_INTERVAL` seconds;
 - regardless, once `MAX_INTERVAL` seconds have passed, so a member that is never quiet
   still frees its garbage cycles.
 
@@ -36,11 +38,12 @@ NO_AUTOMATIC_FULL_PASS = 1_000_000_000  # young passes before a full one: never,
 class GcSteward:
     def __init__(
         self,
-        quiet: Callable[[], bool],
+        quiet: Callable[[float], bool],
         clock: Callable[[], float] = time.monotonic,
         check_every: float = 0.5,
     ) -> None:
-        """`quiet()`: whether a pause now would delay nothing (asked every `check_every`)."""
+        """`quiet(ahead)`: whether a pause now would delay nothing, nor anything due within
+        `ahead` seconds (asked every `check_every`)."""
         self._quiet = quiet
         self._clock = clock
         self._check_every = check_every
@@ -91,7 +94,8 @@ class GcSteward:
         while not self._stop.wait(self._check_every):
             now = self._clock()
             try:
-                quiet = self._quiet() if now - self._last >= MIN_INTERVAL else False
+                ahead = max(QUIET_AHEAD, 3 * self.last_pause)
+                quiet = self._quiet(ahead) if now - self._last >= MIN_INTERVAL else False
             except Exception:  # a question that fails is "not quiet"
                 quiet = False
             # quiet at two looks in a row: not a gap between two batches of a burst
