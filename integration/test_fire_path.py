@@ -374,3 +374,37 @@ def test_catchup_policies_after_an_outage(
     ]
     assert len(caught) == expect, [p[0] for p in caught]
     assert log.duplicates() == {}
+
+
+def test_a_catchup_of_a_rare_job_runs_every_missed_instant(
+    zk: str, client_id: str, tmp_path: Path
+) -> None:
+    """A job whose next fire is far off gives its lock back after each run, once the run's
+    result is written. A catch-up runs the missed instants one right after the other: the
+    next one must wait for that give-back, not record the job as `still-running` (which
+    lost every instant after the first)."""
+    from zksched.runtime.daemon import Daemon, DaemonConfig
+    from zksched.zk.connection import ZkSettings
+
+    while time.time() % 60 > 40:  # the three instants below stay in this minute
+        time.sleep(1)
+    base = datetime.now(UTC).replace(microsecond=0)
+    seconds = [(base + timedelta(seconds=s)).second for s in (2, 4, 6)]
+    schedule = f"{','.join(map(str, seconds))} {base.minute} {base.hour} * * *"  # once a day
+    out = tmp_path / "fires.log"
+    jobfile = tmp_path / "jobs.toml"
+    jobfile.write_text(recording_job("rare", out, schedule=schedule, catchup="all"))
+    apply(zk, client_id, jobfile)
+    time.sleep(max(0.0, (base + timedelta(seconds=7)).timestamp() - time.time()))
+    settings = ZkSettings(hosts=zk, session_timeout=SESSION_TIMEOUT)
+    daemon = Daemon(DaemonConfig(zk=settings, client_id=client_id, member_id="late"))
+    daemon.start()
+    try:
+        log = FireLog(out)
+        log.wait_for(lambda: len(log.fire_keys()) >= 3, 20)
+        time.sleep(1)
+        assert len(log.fire_keys()) == 3
+        assert log.duplicates() == {}
+        assert daemon.skips.counts["still-running"] == 0
+    finally:
+        daemon.stop()

@@ -139,6 +139,10 @@ class FirePath:
         self._starters = ThreadPoolExecutor(STARTERS - 1, thread_name_prefix="zksched-start")
         self._in_flight = 0  # fires claimed and not yet recorded (guarded by _idle)
         self._firing = 0  # calls of fire/fire_many going on (guarded by _idle)
+        # batches of fires being claimed and started together (fire_many; guarded by _idle).
+        # Results wait for these only: a single fire (a catch-up's, a trigger's) waits for
+        # its own run, and its next instant for the lock its result's write gives back.
+        self._batches = 0
         self._idle = threading.Condition()
         self.stats = FireStats()
         self.observers: list[Callable[[Mapping[str, object]], None]] = []
@@ -247,9 +251,13 @@ class FirePath:
         `overlap = "skip"` jobs their lock already held here) are claimed in one
         transaction and started; the rest is returned, to be fired one by one (`fire`)."""
         self._enter()
+        with self._idle:
+            self._batches += 1
         try:
             return self._fire_many(due)
         finally:
+            with self._idle:
+                self._batches -= 1
             self._leave()
 
     def _fire_many(
@@ -491,6 +499,8 @@ class FirePath:
         # the writer's thread after the result (with the others of its batch): a slow
         # ZooKeeper never holds up the completion of other runs, and with it their locks.
         release = None if lock is None or keep else (spec.name, lock)
+        if release is not None:
+            self._leases.ending(spec.name)
         self._results.submit(claimed, final, report, release)
 
     def _report(self, fire: _OurFire, t_started: float, result: RunResult) -> None:
@@ -553,8 +563,9 @@ class FirePath:
         return not self._results.idle
 
     def _starting(self) -> bool:
-        """Fires are being claimed or started (read without the lock: a hint, asked often)."""
-        return self._firing > 0
+        """Fires due together are being claimed or started (read without the lock: a hint,
+        asked often)."""
+        return self._batches > 0
 
     def _enter(self) -> None:
         with self._idle:

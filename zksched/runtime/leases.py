@@ -35,6 +35,7 @@ LINGER = 60.0  # keep the lock after a run when the job's next fire is at most t
 # Take the lock this long before a fire (scheduler), off the fire's critical path: long
 # enough for a burst of thousands of jobs due at one instant to be prepared in time.
 LEAD = 10.0
+ENDING_SLACK = 2.0  # seconds a result write may wait behind fires being started, and more
 
 
 class JobLeases:
@@ -54,6 +55,8 @@ class JobLeases:
         self._held: dict[str, JobLock] = {}
         self._busy: set[str] = set()  # jobs whose lease a fire is using (or acquiring)
         self._acquiring: set[str] = set()  # busy because their lock is being taken now
+        # busy because their run is over and the lock goes back once the result is written
+        self._ending: set[str] = set()
         self._lost_busy: dict[str, str] = {}  # lock nodes of a lost session, still in use
         self._owned: frozenset[str] = frozenset()  # jobs whose locks are worth keeping
         # lock nodes of a session we stopped trusting, to delete if it lived on after all
@@ -72,11 +75,14 @@ class JobLeases:
         stale: JobLock | None = None
         with self._cv:
             if not self._cv.wait_for(lambda: job not in self._busy, wait):
-                if job not in self._acquiring:
+                if job not in self._acquiring and job not in self._ending:
                     return LockAttempt.HELD, None
-                # The lock is being taken ahead of this fire (`prepare`): nothing runs; its
-                # outcome decides. Unknown if it takes longer than a ZooKeeper call may.
-                if not self._cv.wait_for(lambda: job not in self._busy, self._timeout + wait):
+                # The lock is being taken ahead of this fire (`prepare`), or our previous
+                # run is over and its lock goes back once its result is written (a catch-up's
+                # next instant comes right after the last): nothing runs, so this is no
+                # `still-running`. Unknown if it takes longer than ZooKeeper calls may.
+                settle = self._timeout + wait + (ENDING_SLACK if job in self._ending else 0)
+                if not self._cv.wait_for(lambda: job not in self._busy, settle):
                     return LockAttempt.UNKNOWN, None
             self._busy.add(job)
             lease = self._held.get(job)
@@ -113,11 +119,19 @@ class JobLeases:
             self._busy.add(job)
             return lease
 
+    def ending(self, job: str) -> None:
+        """The job's run is over; its lock will be released (`release`) once its result is
+        written. Until then a fire of the job waits for it instead of reporting it held."""
+        with self._cv:
+            if job in self._busy:
+                self._ending.add(job)
+
     def give_back(self, job: str, lock: JobLock, keep: bool) -> None:
         """The fire is over. keep=False: the caller released `lock` (or it is gone). A lock
         kept for a job this member stopped owning meanwhile is released here."""
         with self._cv:
             self._busy.discard(job)
+            self._ending.discard(job)
             release = keep and (self._closing or job not in self._owned)
             if (not keep or release) and self._held.get(job) is lock:
                 del self._held[job]
@@ -139,9 +153,11 @@ class JobLeases:
             for job, lock in locks:
                 if self._held.get(job) is lock:
                     del self._held[job]
-        self._release_all([lock for _, lock in locks])
-        for job, lock in locks:
-            self.give_back(job, lock, keep=False)
+        try:
+            self._release_all([lock for _, lock in locks])
+        finally:  # whatever happened, the jobs are free for their next fires
+            for job, lock in locks:
+                self.give_back(job, lock, keep=False)
 
     @property
     def closing(self) -> bool:
