@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -113,9 +114,10 @@ class FireClaims:
             txn.set_data(self._paths.fence, b"")
             sent.append((paths, records, txn.commit_async()))
         outcomes: list[list[Claimed] | Exception | None] = []
+        deadline = time.monotonic() + self._timeout  # one bound for all, not one each
         for paths, records, pending in sent:
             try:
-                results = wait(pending, self._timeout)
+                results = wait(pending, max(0.001, deadline - time.monotonic()))
             except Exception as exc:  # the transaction may have applied
                 outcomes.append(exc)
                 continue
