@@ -3,8 +3,10 @@ happen (scraped over HTTP), /readyz follows the ZooKeeper session, /healthz the 
 
 from __future__ import annotations
 
+import http.client
 import os
 import signal
+import socket
 import time
 import urllib.error
 import urllib.request
@@ -224,3 +226,23 @@ def test_a_probe_process_that_dies_is_replaced_on_the_same_port(daemons: Start) 
     assert metric(base, "zksched_members") == 1
     assert "the HTTP probe process exited" in daemon.log_text()
     assert daemon.alive
+
+
+def test_head_and_bad_paths_through_the_probe_process(daemons: Start) -> None:
+    _, base = start_with_http(daemons)
+    wait_until(lambda: get(base + "/readyz")[0] == 200, 20, what="ready")
+    host, port = base.removeprefix("http://").split(":")
+    for path in ("/metrics", "/healthz", "/"):
+        connection = http.client.HTTPConnection(host, int(port), timeout=10)
+        try:
+            connection.request("HEAD", path)
+            reply = connection.getresponse()
+            assert reply.status == 200
+            assert int(reply.getheader("Content-Length") or 0) > 0  # the GET body's length
+            assert reply.read() == b""
+        finally:
+            connection.close()
+    # a path the relay cannot send on is refused, not dropped without an answer
+    with socket.create_connection((host, int(port)), timeout=10) as raw:
+        raw.sendall("GET /m\u00e9trics HTTP/1.0\r\n\r\n".encode())
+        assert raw.recv(100).startswith(b"HTTP/1.0 400")

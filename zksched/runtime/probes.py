@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 
 PUBLISH_EVERY = 0.25  # seconds between two verdicts sent to the child
 RESPAWN_EVERY = 1.0  # seconds between two attempts to replace a child that exited
+MAX_REQUESTS = 64  # requests the child serves at once
 RELAY_TIMEOUT = 30.0  # seconds the child waits for the daemon's answer to a relayed request
 RELAYED_HEADERS = (
     "Content-Type",
@@ -108,6 +109,9 @@ class ProbeProcess:
                 pass_fds=(self._public.fileno(), read_end),
                 stdin=subprocess.DEVNULL,
                 close_fds=True,
+                # the daemon's own code, wherever it was imported from; none of the daemon's
+                # environment (it may hold ZooKeeper credentials)
+                env={"PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
                 # its own process group: a Ctrl-C at the terminal stops the daemon (which
                 # stops it in turn), not the child mid-stop with a traceback
                 process_group=0,
@@ -117,6 +121,8 @@ class ProbeProcess:
             raise
         finally:
             os.close(read_end)
+        # never blocks: a child that stops reading (frozen) is replaced, not waited for
+        os.set_blocking(write_end, False)
         self._pipe = write_end
 
     def _end_child(self) -> None:
@@ -151,6 +157,11 @@ class ProbeProcess:
                     continue
             try:
                 self._publish()
+            except BlockingIOError:  # it stopped reading: replaced at the next turn
+                log.warning("the HTTP probe process stopped reading; replacing it")
+                with contextlib.suppress(OSError):
+                    if self._process is not None:
+                        self._process.kill()
             except OSError:  # it just died: replaced at the next turn
                 pass
             except Exception:
@@ -223,6 +234,9 @@ class _ProbeHandler(BaseHTTPRequestHandler):
             body = f"the daemon did not answer: {exc}\n".encode()
             self._send(502, None, body, send_body)
             return
+        except ValueError:  # a path http.client refuses to send (control or non-ASCII chars)
+            self._send(400, None, b"bad request path\n", send_body)
+            return
         self._send(status, headers, body, send_body)
 
     def _relay(self) -> tuple[int, dict[str, str], bytes]:
@@ -230,7 +244,8 @@ class _ProbeHandler(BaseHTTPRequestHandler):
             "127.0.0.1", self.server.upstream_port, timeout=RELAY_TIMEOUT
         )
         try:
-            upstream.request(self.command, self.path)
+            # HEAD is relayed as GET (the body dropped when sent), so its length is right
+            upstream.request("GET", self.path)
             reply = upstream.getresponse()
             body = reply.read()
             headers = {name: value for name in RELAYED_HEADERS if (value := reply.getheader(name))}
@@ -281,23 +296,37 @@ def main(argv: list[str]) -> None:
     server.verdicts = verdicts
     server.upstream_port = int(upstream_port)
     threading.Thread(target=_follow, args=(int(pipe), verdicts), daemon=True).start()
-    # one thread per request: a slow relayed page never holds up a probe, and this process
-    # does nothing else, so a thread start is cheap here
+    # a thread per request (at most MAX_REQUESTS at once): a slow relayed page never holds
+    # up a probe, and this process does nothing else, so a thread start is cheap here
+    slots = threading.BoundedSemaphore(MAX_REQUESTS)
     while True:
         try:
             request, address = server.get_request()
-        except OSError:
+        except OSError:  # e.g. out of file descriptors: do not spin
+            time.sleep(0.05)
             continue
-        threading.Thread(target=_serve_one, args=(server, request, address), daemon=True).start()
+        if not slots.acquire(timeout=1.0):
+            server.shutdown_request(request)  # flooded: drop rather than pile up
+            continue
+        try:
+            threading.Thread(
+                target=_serve_one, args=(server, request, address, slots), daemon=True
+            ).start()
+        except RuntimeError:  # no thread to be had
+            slots.release()
+            server.shutdown_request(request)
 
 
-def _serve_one(server: _ProbeServer, request: socket.socket, address: Any) -> None:
+def _serve_one(
+    server: _ProbeServer, request: socket.socket, address: Any, slots: threading.Semaphore
+) -> None:
     try:
         server.finish_request(request, address)
     except Exception:
         pass  # a client that hung up mid-request
     finally:
         server.shutdown_request(request)
+        slots.release()
 
 
 if __name__ == "__main__":
