@@ -8,8 +8,8 @@ company: a lone result goes at once). A transaction that does not apply (a recor
 meanwhile, e.g. by `jobs delete`) is redone one result at a time; a write that fails on the
 connection is handed to the fire path's retry list.
 
-Starts come first: while fires are being claimed and started (`hold()` says so), results
-wait, at most `MAX_HOLD` seconds. A burst's results (a write each, a lock release, a log
+Starts come first: while fires due together are being claimed and started (`hold()` says
+so), results wait, at most `MAX_HOLD` seconds. A burst's results (a write each, a lock release, a log
 line) then no longer compete with its own later starts for the interpreter, the cores and
 ZooKeeper, and they go in fuller transactions.
 """
