@@ -9,9 +9,9 @@ meanwhile, e.g. by `jobs delete`) is redone one result at a time; a write that f
 connection is handed to the fire path's retry list.
 
 Starts come first: while fires due together are being claimed and started (`hold()` says
-so), results wait, at most `MAX_HOLD` seconds. A burst's results (a write each, a lock release, a log
-line) then no longer compete with its own later starts for the interpreter, the cores and
-ZooKeeper, and they go in fuller transactions.
+so), results wait, at most `MAX_HOLD` seconds. A burst's results (a write each, a lock
+release, a log line) then no longer compete with its own later starts for the interpreter,
+the cores and ZooKeeper, and they go in fuller transactions.
 """
 
 from __future__ import annotations
