@@ -408,3 +408,44 @@ def test_a_catchup_of_a_rare_job_runs_every_missed_instant(
         assert daemon.skips.counts["still-running"] == 0
     finally:
         daemon.stop()
+
+
+def test_a_stop_that_terminates_runs_starts_no_waiting_fire(
+    zk: str, client_id: str, tmp_path: Path, kazoo: KazooClient
+) -> None:
+    """With every concurrency slot taken, a fire waits for one. A stop that runs out of
+    grace terminates the running commands, which frees the slots: the waiting fire must
+    not start its command then (it would outlive the member); it is recorded as not
+    started."""
+    from zksched.runtime.daemon import Daemon, DaemonConfig
+    from zksched.zk.connection import ZkSettings
+
+    out = tmp_path / "started.txt"
+    command = f"['sh', '-c', 'echo $ZKSCHED_JOB >> {out}; exec sleep 60']"
+    at = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=6)
+    schedule = f"{at.second} {at.minute} {at.hour} * * *"
+    jobs = "".join(
+        f'[jobs.{name}]\nschedule = "{schedule}"\ncommand = {command}\noverlap = "allow"\n'
+        for name in ("first", "second")
+    )
+    (tmp_path / "jobs.toml").write_text(jobs)
+    apply(zk, client_id, tmp_path / "jobs.toml")
+    settings = ZkSettings(hosts=zk, session_timeout=SESSION_TIMEOUT)
+    config = DaemonConfig(
+        zk=settings, client_id=client_id, member_id="m", concurrency=1, stop_grace=1.0
+    )
+    daemon = Daemon(config)
+    daemon.start()
+    wait_until(lambda: out.exists() and out.read_text().strip(), 15, what="one command started")
+    time.sleep(0.5)
+    assert len(out.read_text().split()) == 1  # the other waits for the only slot
+    daemon.stop()
+    time.sleep(1.0)
+    started = out.read_text().split()
+    assert len(started) == 1, started
+    waited = ({"first", "second"} - set(started)).pop()
+    paths = ClusterPaths(client_id)
+    [instant] = kazoo.get_children(paths.job_fires(waited))
+    record = json.loads(kazoo.get(paths.fire(waited, instant))[0])
+    assert record["state"] == "error"
+    assert "the daemon is stopping" in record["error"]

@@ -143,6 +143,7 @@ class FirePath:
         # Results wait for these only: a single fire (a catch-up's, a trigger's) waits for
         # its own run, and its next instant for the lock its result's write gives back.
         self._batches = 0
+        self._terminating = False  # terminate_all was called: start no more commands
         self._idle = threading.Condition()
         self.stats = FireStats()
         self.observers: list[Callable[[Mapping[str, object]], None]] = []
@@ -442,18 +443,27 @@ class FirePath:
 
         self._slots.acquire()  # --concurrency: wait for a free slot (the claim is ours)
         try:
-            command = self._runner.start(
-                RunRequest(
-                    job=spec.name,
-                    fire_key=key,
-                    argv=tuple(spec.command),
-                    env=env,
-                    cwd=spec.workdir,
-                    timeout=spec.timeout,
-                ),
-                None if wait else finish,
-                self._slots.release,  # the moment the command has ended, not once recorded
+            request = RunRequest(
+                job=spec.name,
+                fire_key=key,
+                argv=tuple(spec.command),
+                env=env,
+                cwd=spec.workdir,
+                timeout=spec.timeout,
             )
+            on_done = None if wait else finish
+            if self._terminating:
+                # The stop terminated the runs and so freed this slot: starting now would
+                # leave a command running after the member left. Recorded as not started.
+                command = self._runner.refuse(
+                    request, "not started: the daemon is stopping", on_done, self._slots.release
+                )
+            else:
+                command = self._runner.start(
+                    request,
+                    on_done,
+                    self._slots.release,  # the moment the command has ended, not once recorded
+                )
         except BaseException:
             self._slots.release()
             if lock is not None:
@@ -766,6 +776,9 @@ class FirePath:
             self._apply_loss_policy(item, "the ZooKeeper session was lost")
 
     def terminate_all(self, why: str) -> None:
+        """Stop every running command (a stop that waited long enough); fires still waiting
+        for a concurrency slot are then recorded as not started instead of starting."""
+        self._terminating = True
         with self._running_lock:
             running = list(self._running.values())
         for item in running:

@@ -179,6 +179,17 @@ class CommandRunner:
             return RunningCommand._failed(request, started_at, error, on_done, on_exit)
         return RunningCommand._spawned(self, request, popen, started_at, on_done, on_exit)
 
+    def refuse(
+        self,
+        request: RunRequest,
+        reason: str,
+        on_done: Callable[[RunResult], None] | None = None,
+        on_exit: Callable[[], None] | None = None,
+    ) -> RunningCommand:
+        """A run that never starts: status "error" with `reason`, reported like a start that
+        failed (`on_exit`, then `on_done`, on another thread)."""
+        return RunningCommand._failed(request, time.time(), reason, on_done, on_exit)
+
 
 def _check_request(request: RunRequest) -> str | None:
     if not request.argv:
