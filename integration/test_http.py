@@ -141,21 +141,12 @@ def test_probes_answer_while_the_daemon_is_frozen_and_go_with_it(daemons: Start)
     wait_until(lambda: get(base + "/healthz")[0] == 200, 10, what="healthy again")
     assert metric(base, "zksched_members") == 1  # relayed to the daemon again
 
-    probe_children = [
-        pid for pid in children_of(daemon.pid) if b"zksched.runtime.probes" in cmdline(pid)
-    ]
+    probe_children = probe_processes(daemon)
     assert len(probe_children) == 1
     daemon.kill()
-    wait_until(
-        lambda: (
-            not Path(f"/proc/{probe_children[0]}").exists()
-            or "Z" in Path(f"/proc/{probe_children[0]}/stat").read_text().rsplit(")", 1)[1][:3]
-        ),
-        10,
-        what="the probe process to exit with its daemon",
-    )
-    status, _ = get_or_refused(base + "/healthz")
-    assert status is None  # nobody listens any more
+    wait_until(lambda: gone(probe_children[0]), 10, what="the probe process to exit with it")
+    answer, _ = get_or_refused(base + "/healthz")
+    assert answer is None  # nobody listens any more
 
 
 def get_or_refused(url: str) -> tuple[int | None, str]:
@@ -193,19 +184,12 @@ def test_ctrl_c_stops_the_daemon_and_its_probe_process_without_a_traceback(
     mid-stop with a KeyboardInterrupt traceback."""
     daemon, base = start_with_http(daemons)
     wait_until(lambda: get(base + "/readyz")[0] == 200, 20, what="ready")
-    probes = [pid for pid in children_of(daemon.pid) if b"zksched.runtime.probes" in cmdline(pid)]
+    probes = probe_processes(daemon)
     assert len(probes) == 1
     os.killpg(daemon.pid, signal.SIGINT)  # the harness starts each daemon as a group leader
     assert daemon.process is not None
     assert daemon.process.wait(30) == 0
-    wait_until(
-        lambda: (
-            not Path(f"/proc/{probes[0]}").exists()
-            or "Z" in Path(f"/proc/{probes[0]}/stat").read_text().rsplit(")", 1)[1][:3]
-        ),
-        10,
-        what="the probe process to exit",
-    )
+    wait_until(lambda: gone(probes[0]), 10, what="the probe process to exit")
     assert "Traceback" not in daemon.log_text()
 
 
@@ -213,13 +197,12 @@ def test_a_probe_process_that_dies_is_replaced_on_the_same_port(daemons: Start) 
     daemon, base = start_with_http(daemons)
     wait_until(lambda: get(base + "/readyz")[0] == 200, 20, what="ready")
 
-    def probe_processes() -> list[int]:
-        return [pid for pid in children_of(daemon.pid) if b"zksched.runtime.probes" in cmdline(pid)]
-
-    [first] = probe_processes()
+    [first] = probe_processes(daemon)
     os.kill(first, signal.SIGKILL)
     wait_until(
-        lambda: [pid for pid in probe_processes() if pid != first], 10, what="a new probe process"
+        lambda: [pid for pid in probe_processes(daemon) if pid != first],
+        10,
+        what="a new probe process",
     )
     wait_until(lambda: get_or_refused(base + "/healthz")[0] == 200, 10, what="probes again")
     assert get(base + "/readyz") == (200, "ok\n")
@@ -246,3 +229,17 @@ def test_head_and_bad_paths_through_the_probe_process(daemons: Start) -> None:
     with socket.create_connection((host, int(port)), timeout=10) as raw:
         raw.sendall("GET /m\u00e9trics HTTP/1.0\r\n\r\n".encode())
         assert raw.recv(100).startswith(b"HTTP/1.0 400")
+
+
+def probe_processes(daemon: DaemonProcess) -> list[int]:
+    """The daemon's HTTP probe child processes (runtime/probes.py)."""
+    return [pid for pid in children_of(daemon.pid) if b"zksched.runtime.probes" in cmdline(pid)]
+
+
+def gone(pid: int) -> bool:
+    """Exited (a zombie not reaped yet counts: some container inits never reap)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return True
+    return state == "Z"
