@@ -130,15 +130,15 @@ def test_claims_in_one_transaction_apply_whole_or_not_at_all(
     first = claims.claim(record("a", "2026-01-01T00:00:00Z", "n0"))
     assert isinstance(first, Claimed)
     # a job whose fire folder does not exist yet (its first fire): made first, then claimed
-    made = claims.claim_many(
-        [record("a", "2026-01-01T00:00:01Z", "n1"), record("new", "2026-01-01T00:00:01Z", "n2")]
+    [made] = claims.claim_batches(
+        [[record("a", "2026-01-01T00:00:01Z", "n1"), record("new", "2026-01-01T00:00:01Z", "n2")]]
     )
     assert made is not None and kazoo.exists(paths.fire("new", "2026-01-01T00:00:01Z"))
     claims.claim(record("b", "2026-01-01T00:00:00Z", "n3"))
 
     batch = [record("a", "2026-01-01T00:00:02Z", "n4"), record("b", "2026-01-01T00:00:01Z", "n5")]
-    done = claims.claim_many(batch)
-    assert done is not None and [c.record.nonce for c in done] == ["n4", "n5"]
+    [done] = claims.claim_batches([batch])
+    assert isinstance(done, list) and [c.record.nonce for c in done] == ["n4", "n5"]
     # one transaction: one zxid, the czxid of every record it created, above earlier claims
     token = done[0].fencing_token
     assert {c.fencing_token for c in done} == {token} and token > first.fencing_token
@@ -149,5 +149,40 @@ def test_claims_in_one_transaction_apply_whole_or_not_at_all(
 
     # one instant claimed already (by anyone): the whole batch is refused, nothing created
     rival = [record("a", "2026-01-01T00:00:03Z", "n7"), record("b", "2026-01-01T00:00:02Z", "n8")]
-    assert claims.claim_many(rival) is None
+    assert claims.claim_batches([rival]) == [None]
     assert not kazoo.exists(paths.fire("b", "2026-01-01T00:00:02Z"))
+
+
+def test_batched_claims_whose_replies_were_lost_are_recognised(
+    zk_client: Callable[..., KazooClient],
+    kazoo: KazooClient,
+    proxy_to: Callable[..., FaultProxy],
+    client_id: str,
+) -> None:
+    """The transactions of one instant reach the server but their replies are lost: each
+    batch's outcome is an exception (unknown), never a guess; once connected again, every
+    record resolves by its nonce as ours (the fire path then runs it late, not twice)."""
+    proxy = proxy_to()
+    client = zk_client(proxy.address, session_timeout=4.0)
+    paths = ClusterPaths(client_id)
+    claims = FireClaims(client, paths, 1.0)
+    batches = [
+        [record("j", "2026-01-01T00:00:00Z", "n1")],
+        [record("j", "2026-01-01T00:00:01Z", "n2"), record("k", "2026-01-01T00:00:01Z", "n3")],
+    ]
+    # a first batch while all is well: the fence and the fire folders exist from then on
+    [first] = claims.claim_batches([[record("j", "2025-12-31T00:00:00Z", "n0")]])
+    assert isinstance(first, list)
+    claims.ensure_folder("k")
+    proxy.set_mode(DROP_REPLIES)
+    outcomes = claims.claim_batches(batches)
+    assert len(outcomes) == 2 and all(isinstance(o, Exception) for o in outcomes)
+    for batch in batches:  # they did land
+        for mine in batch:
+            assert kazoo.exists(paths.fire(mine.job, mine.scheduled))
+    proxy.set_mode(PASS)
+    wait_until(lambda: client.state == KazooState.CONNECTED, 10, what="reconnected")
+    for batch in batches:
+        for mine in batch:
+            outcome = wait_until(lambda m=mine: _resolve(claims, m), 10, what="resolved")
+            assert isinstance(outcome, Claimed) and outcome.record.nonce == mine.nonce

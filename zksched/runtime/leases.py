@@ -35,7 +35,9 @@ LINGER = 60.0  # keep the lock after a run when the job's next fire is at most t
 # Take the lock this long before a fire (scheduler), off the fire's critical path: long
 # enough for a burst of thousands of jobs due at one instant to be prepared in time.
 LEAD = 10.0
-ENDING_SLACK = 2.0  # seconds a result write may wait behind fires being started, and more
+# how much longer than a ZooKeeper call a fire waits for its job's lock on its way back: the
+# result write before it may wait up to results.MAX_HOLD (1 s) behind fires being started
+ENDING_SLACK = 2.0
 
 
 class JobLeases:
@@ -120,8 +122,8 @@ class JobLeases:
             return lease
 
     def ending(self, job: str) -> None:
-        """The job's run is over; its lock will be released (`release`) once its result is
-        written. Until then a fire of the job waits for it instead of reporting it held."""
+        """The job's run is over; its lock will be released (`release_many`) once its result
+        is written. Until then a fire of the job waits for it instead of reporting it held."""
         with self._cv:
             if job in self._busy:
                 self._ending.add(job)
@@ -142,13 +144,9 @@ class JobLeases:
         if release and lock.held:
             self._release_all([lock])
 
-    def release(self, job: str, lock: JobLock) -> None:
-        """The fire is over and its lock not worth keeping: delete the node (kept and
-        retried if that fails), then give the job back."""
-        self.release_many([(job, lock)])
-
     def release_many(self, locks: list[tuple[str, JobLock]]) -> None:
-        """`release` for several jobs' locks, their deletes pipelined."""
+        """Fires are over and their jobs' locks not worth keeping: delete the nodes,
+        pipelined (kept and retried if that fails), then give the jobs back."""
         with self._cv:
             for job, lock in locks:
                 if self._held.get(job) is lock:

@@ -7,7 +7,7 @@ with every fire of the job across the whole cluster.
 A create whose reply was lost (ConnectionLoss, or our deadline) may have succeeded: the
 record carries a nonce unique to the attempt, so NodeExists with our nonce means "ours".
 
-Fires due at the same instant are claimed in one transaction (`claim_many`): one request
+Fires due at the same instant are claimed in one transaction (`claim_batches`): one request
 instead of one per fire. A transaction applies whole or not at all; its creates report no
 czxid, so it also writes the `fence` node, whose mzxid is the transaction's zxid: the
 czxid of every record it created.
@@ -83,22 +83,14 @@ class FireClaims:
         self._folders.add(record.job)
         return Claimed(path, replace(record, fencing_token=stat.czxid), stat.czxid)
 
-    def claim_many(self, records: list[FireRecord]) -> list[Claimed] | None:
-        """Claim all of them in one transaction. None: it did not apply (one was claimed
-        already): claim them one by one. Raises kazoo errors/timeouts when the outcome is
-        unknown: `resolve()` each one."""
-        outcome = self.claim_batches([records])[0]
-        if isinstance(outcome, Exception):
-            raise outcome
-        return outcome
-
     def claim_batches(
         self, batches: list[list[FireRecord]]
     ) -> list[list[Claimed] | Exception | None]:
-        """`claim_many` for several batches at once: every transaction is sent before the
-        first reply is awaited, so a burst's claims cost one round trip, not one per batch.
-        Per batch, in order: its claims; None (it did not apply); or the exception that
-        left its outcome unknown."""
+        """Claim each batch in one transaction; every transaction is sent before the first
+        reply is awaited, so a burst's claims cost one round trip, not one per batch. Per
+        batch, in order: its claims; None (it did not apply: one was claimed already, so
+        claim them one by one); or the exception that left its outcome unknown (`resolve()`
+        each one)."""
         if not self._fence_ready:
             wait(self._client.ensure_path_async(self._paths.fence), self._timeout)
             self._fence_ready = True
