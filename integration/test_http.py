@@ -13,6 +13,7 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from integration.fires import FireLog, recording_job
@@ -96,14 +97,17 @@ def test_readyz_follows_the_session_and_healthz_the_loops(
     wait_until(lambda: get(base + "/readyz")[0] == 503, SESSION_TIMEOUT + 5, what="not ready")
     status, body = get(base + "/readyz")
     assert status == 503 and "not connected to ZooKeeper" in body
-    assert metric(base, "zksched_session_connected") == 0
+    # /metrics is served from a render at most about a second old (runtime/sharedrender.py)
+    wait_until(
+        lambda: metric(base, "zksched_session_connected") == 0, 5, what="metrics: disconnected"
+    )
     # Cut off from ZooKeeper is not unhealthy: the loops still run, and a restart would not
     # help (a liveness probe must not kill every member during a ZooKeeper outage).
     assert get(base + "/healthz")[0] == 200
 
     proxy.set_mode(PASS)
     wait_until(lambda: get(base + "/readyz")[0] == 200, 20, what="ready again")
-    assert metric(base, "zksched_session_connected") == 1
+    wait_until(lambda: metric(base, "zksched_session_connected") == 1, 5, what="metrics: connected")
     assert daemon.alive
 
 
@@ -147,6 +151,34 @@ def test_probes_answer_while_the_daemon_is_frozen_and_go_with_it(daemons: Start)
     wait_until(lambda: gone(probe_children[0]), 10, what="the probe process to exit with it")
     answer, _ = get_or_refused(base + "/healthz")
     assert answer is None  # nobody listens any more
+
+
+def test_metrics_and_the_page_are_served_from_copies_while_the_daemon_is_frozen(
+    daemons: Start,
+) -> None:
+    """`/metrics` and `/` are answered by the child from the copies the daemon publishes
+    after each render (runtime/probes.py, PublishedBodies): a scrape does not wait for a
+    daemon that cannot run, for as long as a copy may be served (5 s after its render);
+    after that the child asks the daemon again."""
+    daemon, base = start_with_http(daemons)
+    wait_until(lambda: get(base + "/readyz")[0] == 200, 20, what="ready")
+    assert metric(base, "zksched_members") == 1  # the first scrape: rendered and published
+    assert get(base + "/")[0] == 200
+    time.sleep(1.5)  # the child has told the daemon; it keeps the copy fresh meanwhile
+    daemon.signal(signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        assert metric(base, "zksched_members") == 1
+        status, page = get(base + "/")
+        assert status == 200 and "<html" in page.lower()
+        assert time.monotonic() - started < 2  # not waiting for the stopped daemon
+        time.sleep(max(0.0, started + 6.5 - time.monotonic()))  # every copy is past its time
+        with pytest.raises((TimeoutError, urllib.error.URLError)):
+            urllib.request.urlopen(base + "/metrics", timeout=2).read()  # asks the daemon
+    finally:
+        daemon.signal(signal.SIGCONT)
+    wait_until(lambda: metric(base, "zksched_members") == 1, 20, what="metrics again")
+    assert daemon.alive
 
 
 def get_or_refused(url: str) -> tuple[int | None, str]:

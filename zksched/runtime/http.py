@@ -3,14 +3,17 @@
 stdlib `HTTPServer` on a daemon thread, with a few handler threads started once. Handlers
 only read what the daemon already holds in memory (the cluster view, the job table
 snapshot, the scheduler's owned set, the recent fires and skips collected here); they never
-call ZooKeeper, so a slow or cut-off ZooKeeper cannot make a probe hang.
+call ZooKeeper, so a slow or cut-off ZooKeeper cannot make a probe hang. The status page
+and `/metrics` are rendered once and shared (`sharedrender.py`): a request is served a body
+rendered at most a second or so before, never waits for a render while the daemon is busy.
 """
 
 from __future__ import annotations
 
 import logging
-import math
+import shutil
 import socket
+import tempfile
 import threading
 import time
 from collections import Counter, deque
@@ -22,7 +25,13 @@ from typing import TYPE_CHECKING, Any
 
 from zksched import __version__
 from zksched.runtime.metrics import DaemonMetrics
-from zksched.runtime.probes import ProbeProcess
+from zksched.runtime.probes import (
+    CONTENT_SECURITY_POLICY,
+    PUBLISHED_PATHS,
+    ProbeProcess,
+    PublishedBodies,
+)
+from zksched.runtime.sharedrender import SharedRender
 from zksched.runtime.statuspage import (
     FireResult,
     SkipRow,
@@ -45,6 +54,14 @@ PAGE_MAX_AGE = 1.0  # seconds a rendered status page is served again (it refresh
 # Up to this old, a page past PAGE_MAX_AGE is still served while a new one is rendered on
 # the side: a viewer never waits for a render that thousands of jobs make slow.
 PAGE_STALE_MAX = 5.0
+# /metrics: figures at most about a second old while scraped, re-rendered every second
+# for 5 minutes after the last scrape (longer than any usual scrape interval), with at most
+# 2 % of a core (a 2,000-job exposition costs ~13 ms).
+PAGE_TYPE = "text/html; charset=utf-8"
+METRICS_MAX_AGE = 1.0
+METRICS_STALE_MAX = 5.0
+METRICS_KEEP_WARM = 300.0
+METRICS_CPU_SHARE = 0.02
 
 
 class HttpUnavailable(RuntimeError):
@@ -148,10 +165,19 @@ class DaemonStatus:
         daemon.fire_path.observers.append(self._on_fire)
         daemon.skips.listeners.append(self._on_skip)
         daemon.scheduler.catchup_observers.append(self.metrics.on_catchup)
-        self._page_lock = threading.Lock()
-        self._page: tuple[float, bytes] = (-math.inf, b"")
-        self._rendering = False  # a render on the side is under way (guarded by _page_lock)
-        self._render_lock = threading.Lock()
+        # The page reloads itself every few seconds while someone looks at it, which keeps
+        # it warm; a scraper comes every 15-60 s, so /metrics is kept warm in between.
+        self._page = SharedRender(
+            "status page", self._render_page, max_age=PAGE_MAX_AGE, stale_max=PAGE_STALE_MAX
+        )
+        self._metrics = SharedRender(
+            "metrics",
+            self.metrics.exposition,
+            max_age=METRICS_MAX_AGE,
+            stale_max=METRICS_STALE_MAX,
+            keep_warm=METRICS_KEEP_WARM,
+            cpu_share=METRICS_CPU_SHARE,
+        )
         # A loop that has not beaten for this long is stuck: every loop wakes at least once a
         # second, and its ZooKeeper calls are bounded by fractions of the session timeout.
         self.stale_after = max(10.0, 3 * daemon.config.zk.session_timeout)
@@ -197,45 +223,39 @@ class DaemonStatus:
         return Probe(True, "ok")
 
     def page(self) -> bytes:
-        """The rendered status page. With thousands of jobs a render costs tens of
-        milliseconds of CPU, so renders are shared: a page at most PAGE_MAX_AGE old is served
-        as it is; one up to PAGE_STALE_MAX old is served while a new one is rendered on the
-        side (one at a time); an older one (or none) is rendered first, by one viewer while
-        the others wait for it. A crowd of open phones cannot take the daemon's CPU from its
-        fires, and nobody waits for a render while a recent page exists."""
-        with self._page_lock:
-            rendered_at, body = self._page
-            age = time.monotonic() - rendered_at
-            if age <= PAGE_MAX_AGE:
-                return body
-            if age <= PAGE_STALE_MAX:
-                if not self._rendering:
-                    self._rendering = True
-                    threading.Thread(target=self._render_aside, daemon=True).start()
-                return body
-        with self._render_lock:  # one render at a time; the rest wait, then share it
-            with self._page_lock:
-                rendered_at, body = self._page
-                if time.monotonic() - rendered_at <= PAGE_MAX_AGE:
-                    return body
-            return self._render()
+        """The rendered status page (shared; see `SharedRender`)."""
+        return self._page.get()
 
-    def _render_aside(self) -> None:
-        try:
-            with self._render_lock:
-                self._render()
-        except Exception:
-            log.exception("rendering the status page failed")
-        finally:
-            with self._page_lock:
-                self._rendering = False
+    def metrics_body(self) -> bytes:
+        """The Prometheus exposition (shared and kept warm; see `SharedRender`)."""
+        return self._metrics.get()
 
-    def _render(self) -> bytes:
-        """Render now (the caller holds _render_lock)."""
-        body = render_status_page(self.snapshot()).encode()
-        with self._page_lock:
-            self._page = (time.monotonic(), body)
-        return body
+    def close(self) -> None:
+        for shared in (self._page, self._metrics):
+            shared.close()
+            shared.on_rendered = None  # nothing left to publish to
+
+    def publish_to(self, bodies: PublishedBodies) -> None:
+        """Hand every new page and exposition to the HTTP child process, which serves them
+        for as long as they may be served here (`probes.py`)."""
+        page, metrics = PUBLISHED_PATHS["/"], PUBLISHED_PATHS["/metrics"]
+        ctype = self.metrics.content_type
+        self._page.on_rendered = lambda body, at: bodies.write(
+            page, PAGE_TYPE, body, at + PAGE_STALE_MAX
+        )
+        self._metrics.on_rendered = lambda body, at: bodies.write(
+            metrics, ctype, body, at + METRICS_STALE_MAX
+        )
+
+    def asked(self, name: str) -> None:
+        """The child served a published copy (`PUBLISHED_PATHS` name): as if asked here."""
+        if name == PUBLISHED_PATHS["/"]:
+            self._page.touch()
+        elif name == PUBLISHED_PATHS["/metrics"]:
+            self._metrics.touch()
+
+    def _render_page(self) -> bytes:
+        return render_status_page(self.snapshot()).encode()
 
     def snapshot(self) -> StatusSnapshot:
         d = self._daemon
@@ -327,13 +347,13 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         try:
             if path == "/metrics":
-                code, ctype, body = 200, status.metrics.content_type, status.metrics.exposition()
+                code, ctype, body = 200, status.metrics.content_type, status.metrics_body()
             elif path in ("/healthz", "/readyz"):
                 probe = status.health() if path == "/healthz" else status.readiness()
                 code = 200 if probe.ok else 503
                 ctype, body = "text/plain; charset=utf-8", (probe.reason + "\n").encode()
             elif path in ("/", "/index.html"):
-                code, ctype, body = 200, "text/html; charset=utf-8", status.page()
+                code, ctype, body = 200, PAGE_TYPE, status.page()
             else:
                 code, ctype, body = 404, "text/plain; charset=utf-8", b"not found\n"
         except Exception:
@@ -344,8 +364,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "no-store")
         self.send_header("X-Content-Type-Options", "nosniff")
-        # The page needs no script and no outside resource: forbid both.
-        self.send_header("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
+        self.send_header("Content-Security-Policy", CONTENT_SECURITY_POLICY)
         self.end_headers()
         if send_body:
             self.wfile.write(body)
@@ -364,6 +383,7 @@ class HttpEndpoint:
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._probes: ProbeProcess | None = None
+        self._bodies_dir: str | None = None
 
     @property
     def url(self) -> str:
@@ -399,12 +419,18 @@ class HttpEndpoint:
         )
         self._thread.start()
         status = self.status
+        # bodies for the child, readable by this user only (they name jobs and members)
+        self._bodies_dir = tempfile.mkdtemp(prefix="zksched-http-")
+        bodies = PublishedBodies(self._bodies_dir)
+        status.publish_to(bodies)
         self._probes = ProbeProcess(
             public,
             server.server_address[1],
             health=lambda: astuple(status.health()),
             readiness=lambda: astuple(status.readiness()),
             stale_after=status.stale_after,
+            bodies=bodies,
+            on_asked=status.asked,
         )
         try:
             self._probes.start()
@@ -420,6 +446,7 @@ class HttpEndpoint:
         )
 
     def stop(self) -> None:
+        self.status.close()
         probes, self._probes = self._probes, None
         if probes is not None:
             probes.stop()
@@ -430,3 +457,6 @@ class HttpEndpoint:
         server.server_close()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        if self._bodies_dir is not None:
+            shutil.rmtree(self._bodies_dir, ignore_errors=True)
+            self._bodies_dir = None

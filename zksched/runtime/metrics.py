@@ -98,8 +98,8 @@ class DaemonMetrics:
     # -- feeds (called on fire worker threads; prometheus-client's metrics are thread-safe) --
 
     def on_fire(self, event: Mapping[str, object]) -> None:
-        job = str(event.get("job", ""))
-        self.fires.labels(job=job, outcome=str(event.get("status", "unknown"))).inc()
+        # The histograms first: a render between two of these lines may show a fire in
+        # them before it shows in zksched_fires_total, never the other way round.
         delay_ms = event.get("delay_ms")
         if isinstance(delay_ms, int | float):
             # A negative delay (a trigger's due time is its own start) counts as zero.
@@ -107,10 +107,12 @@ class DaemonMetrics:
         started, finished = event.get("started_ts"), event.get("finished_ts")
         if isinstance(started, int | float) and isinstance(finished, int | float):
             self.run_duration.observe(max(0.0, finished - started))
+        job = str(event.get("job", ""))
+        self.fires.labels(job=job, outcome=str(event.get("status", "unknown"))).inc()
 
     def on_skip(self, job: str, reason: str, count: int) -> None:
+        self.job_skips.labels(job=job, reason=reason).inc(count)  # per job first, as above
         self.skips.labels(reason=reason).inc(count)
-        self.job_skips.labels(job=job, reason=reason).inc(count)
 
     def on_catchup(self, job: str, instants: int) -> None:
         del job  # counted cluster-wide per member; the job is in the log

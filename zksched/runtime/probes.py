@@ -10,8 +10,13 @@ nothing else (`python -m zksched.runtime.probes`):
   `PUBLISH_EVERY` seconds (one JSON line on a pipe); the child answers `/healthz` and
   `/readyz` from the latest one. A verdict older than `stale_after` seconds is itself a
   failure ("no word from the daemon"): a daemon too stuck to publish is not healthy;
-- every other path (`/metrics`, the status page) is relayed to the daemon's own HTTP server,
-  which listens on a loopback port of its choosing;
+- `/metrics` and the status page are served from copies the daemon publishes after each
+  render (`PublishedBodies`: a file per body in a private directory, with the monotonic
+  time until which it may be served), so a scrape never waits for the daemon either; the
+  child tells the daemon of each such request over a second pipe (one byte), which keeps
+  the daemon rendering while someone is looking (`sharedrender.py`);
+- every other path, and those two when no copy is recent enough, is relayed to the daemon's
+  own HTTP server, which listens on a loopback port of its choosing;
 - the child exits when the pipe closes, i.e. when the daemon stops or dies (even by
   SIGKILL), so it never outlives it; one that exits on its own is replaced within a second,
   on the same socket (the daemon keeps it open without accepting on it);
@@ -53,6 +58,42 @@ RELAYED_HEADERS = (
     "X-Content-Type-Options",
     "Content-Security-Policy",
 )
+# The daemon's pages need no script and no outside resource: forbid both.
+CONTENT_SECURITY_POLICY = "default-src 'none'; style-src 'unsafe-inline'"
+# Paths served from a published copy -> the copy's name (also the byte sent to the daemon).
+PUBLISHED_PATHS = {"/metrics": "m", "/": "p", "/index.html": "p"}
+
+
+class PublishedBodies:
+    """Rendered bodies the daemon hands to the child: one file per name in a directory only
+    their user can read, replaced atomically. Each starts with a JSON line: its content
+    type and the time (`time.monotonic()`, one clock for every process of the host) until
+    which it may be served."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+
+    def write(self, name: str, content_type: str, body: bytes, serve_until: float) -> None:
+        header = json.dumps({"type": content_type, "until": serve_until}).encode()
+        path = os.path.join(self.directory, name)
+        temporary = f"{path}.new"
+        with open(temporary, "wb") as out:
+            out.write(header + b"\n" + body)
+        os.replace(temporary, path)
+
+    def read(self, name: str) -> tuple[str, bytes] | None:
+        """(content type, body) if a copy may be served now, else None."""
+        try:
+            with open(os.path.join(self.directory, name), "rb") as copy:
+                data = copy.read()
+            header_line, _, body = data.partition(b"\n")
+            header = json.loads(header_line)
+            if time.monotonic() > float(header["until"]):
+                return None
+            return str(header["type"]), body
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
 
 Verdict = tuple[bool, str]  # (ok, reason)
 
@@ -67,14 +108,19 @@ class ProbeProcess:
         health: Callable[[], Verdict],
         readiness: Callable[[], Verdict],
         stale_after: float,
+        bodies: PublishedBodies,
+        on_asked: Callable[[str], None],
     ) -> None:
         self._public = public
         self._upstream_port = upstream_port
         self._health = health
         self._readiness = readiness
         self._stale_after = stale_after
+        self._bodies = bodies
+        self._on_asked = on_asked  # called with a PUBLISHED_PATHS name the child served
         self._process: subprocess.Popen[bytes] | None = None
         self._pipe: int | None = None
+        self._asked: int | None = None  # read end of the child's "served a copy" pipe
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -93,6 +139,7 @@ class ProbeProcess:
 
     def _spawn(self) -> None:
         read_end, write_end = os.pipe()  # both close-on-exec: no job command inherits them
+        asked_read, asked_write = os.pipe()
         try:
             self._process = subprocess.Popen(
                 [
@@ -103,10 +150,12 @@ class ProbeProcess:
                     str(read_end),
                     str(self._upstream_port),
                     str(self._stale_after),
+                    self._bodies.directory,
+                    str(asked_write),
                 ],
                 # the socket stays open here too (never accepted on): a child that dies is
                 # replaced on the same socket, and probes in between wait in its backlog
-                pass_fds=(self._public.fileno(), read_end),
+                pass_fds=(self._public.fileno(), read_end, asked_write),
                 stdin=subprocess.DEVNULL,
                 close_fds=True,
                 # the daemon's own code, wherever it was imported from; none of the daemon's
@@ -118,14 +167,20 @@ class ProbeProcess:
             )
         except BaseException:
             os.close(write_end)
+            os.close(asked_read)
             raise
         finally:
             os.close(read_end)
+            os.close(asked_write)
         # never blocks: a child that stops reading (frozen) is replaced, not waited for
         os.set_blocking(write_end, False)
-        self._pipe = write_end
+        os.set_blocking(asked_read, False)
+        self._pipe, self._asked = write_end, asked_read
 
     def _end_child(self) -> None:
+        asked, self._asked = self._asked, None
+        if asked is not None:
+            os.close(asked)
         pipe, self._pipe = self._pipe, None
         if pipe is not None:
             os.close(pipe)  # the child exits at end of file
@@ -155,6 +210,7 @@ class ProbeProcess:
                 except Exception:
                     log.exception("starting the HTTP probe process failed; will retry")
                     continue
+            self._pass_on_asked()
             try:
                 self._publish()
             except BlockingIOError:  # it stopped reading: replaced at the next turn
@@ -166,6 +222,23 @@ class ProbeProcess:
                 pass
             except Exception:
                 log.exception("publishing health to the HTTP probe process failed")
+
+    def _pass_on_asked(self) -> None:
+        """Tell the daemon which published copies the child served since the last turn."""
+        asked, names = self._asked, set[str]()
+        while asked is not None:
+            try:
+                data = os.read(asked, 4096)
+            except (BlockingIOError, OSError):
+                break
+            if not data:
+                break
+            names.update(chr(b) for b in data)
+        for name in names:
+            try:
+                self._on_asked(name)
+            except Exception:
+                log.exception("passing on a request for %r failed", name)
 
     def _publish(self) -> None:
         pipe = self._pipe
@@ -202,6 +275,8 @@ class _Verdicts:
 class _ProbeServer(HTTPServer):
     verdicts: _Verdicts
     upstream_port: int
+    bodies: PublishedBodies
+    asked: int  # write end of the "served a copy" pipe (non-blocking)
 
     def server_bind(self) -> None:  # the socket is bound and listening already
         self.server_address = self.socket.getsockname()
@@ -228,6 +303,21 @@ class _ProbeHandler(BaseHTTPRequestHandler):
             ok, reason = self.server.verdicts.get("health" if path == "/healthz" else "ready")
             self._send(200 if ok else 503, None, (reason + "\n").encode(), send_body)
             return
+        name = PUBLISHED_PATHS.get(path)
+        if name is not None:
+            with contextlib.suppress(OSError):  # full (the daemon is not reading): no matter
+                os.write(self.server.asked, name.encode())
+            copy = self.server.bodies.read(name)
+            if copy is not None:
+                content_type, body = copy
+                headers = {
+                    "Content-Type": content_type,
+                    "Cache-Control": "no-store",
+                    "X-Content-Type-Options": "nosniff",
+                    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+                }
+                self._send(200, headers, body, send_body)
+                return
         try:
             status, headers, body = self._relay()
         except (OSError, http.client.HTTPException) as exc:
@@ -287,7 +377,7 @@ def _follow(pipe: int, verdicts: _Verdicts) -> None:
 
 
 def main(argv: list[str]) -> None:
-    listen_fd, pipe, upstream_port, stale_after = argv
+    listen_fd, pipe, upstream_port, stale_after, bodies_dir, asked = argv
     verdicts = _Verdicts(float(stale_after))
     sock = socket.socket(fileno=int(listen_fd))
     server = _ProbeServer(sock.getsockname(), _ProbeHandler, bind_and_activate=False)
@@ -295,6 +385,9 @@ def main(argv: list[str]) -> None:
     server.server_bind()
     server.verdicts = verdicts
     server.upstream_port = int(upstream_port)
+    server.bodies = PublishedBodies(bodies_dir)
+    server.asked = int(asked)
+    os.set_blocking(server.asked, False)
     threading.Thread(target=_follow, args=(int(pipe), verdicts), daemon=True).start()
     # a thread per request (at most MAX_REQUESTS at once): a slow relayed page never holds
     # up a probe, and this process does nothing else, so a thread start is cheap here
