@@ -364,15 +364,17 @@ def _http_arguments(parser: argparse.ArgumentParser) -> None:
 )
 def bench_http(ctx: BenchContext) -> Result:
     """One `zksched run --http` subprocess owns N jobs that all fall due at the same second
-    (command /bin/true). One prober thread per endpoint requests it in a loop, from a
-    separate process as Prometheus or a load balancer would, before the burst (idle) and
-    from the burst's due time until every fire is counted in /metrics. Probes come far more
+    (command /bin/true). One prober process per endpoint requests it in a loop, as
+    Prometheus or a load balancer would, before the burst (idle) and from the burst's due
+    time until every fire is counted in /metrics. (Each prober is a process of its own
+    since session 4: as threads of this process their measured latency also held this
+    process's own interpreter lock, e.g. while it parsed a 200 KiB scrape.) Probes come far more
     often than in production (Kubernetes probes every 10 s, Prometheus scrapes every 15 s) so
     that a burst of tens of seconds yields enough samples for a p99, but not so often that
     the probing itself becomes the daemon's main load: /healthz and /readyz every 50 ms,
     /metrics (its size grows with the jobs) and the status page every second."""
+    import multiprocessing
     import tempfile
-    import threading
     import urllib.request
 
     from zksched.devtools.zkserver import ZkServer, free_port
@@ -382,7 +384,6 @@ def bench_http(ctx: BenchContext) -> Result:
     # /metrics 4 times a second (Prometheus: every 15 s) for a few samples per burst
     intervals.update({"/metrics": 0.25, "/": 1.0})
     endpoints = tuple(intervals)
-    last_metrics: list[bytes] = [b""]
     workdir = Path(tempfile.mkdtemp(prefix="zksched-bench-http-"))
     server = None
     hosts = ctx.args.zk
@@ -410,34 +411,12 @@ def bench_http(ctx: BenchContext) -> Result:
         return time.perf_counter() - started, body
 
     def fired() -> float:
-        """Fires counted in the metrics prober's newest scrape."""
+        """Fires counted in a scrape of this process's own (not a measured one)."""
         return sum(
             float(line.rsplit(" ", 1)[1])
-            for line in last_metrics[0].decode().splitlines()
+            for line in get("/metrics")[1].decode().splitlines()
             if line.startswith("zksched_fires_total{")
         )
-
-    def probe(path: str, until: float, into: list[float], stop: threading.Event) -> None:
-        while not stop.is_set() and time.time() < until:
-            try:
-                latency, body = get(path)
-                if path == "/metrics":
-                    last_metrics[0] = body
-            except OSError:
-                latency = float("inf")  # an error counts as the worst latency
-            into.append(latency)
-            time.sleep(intervals[path])
-
-    def run_probes(until: float, stop: threading.Event) -> dict[str, list[float]]:
-        found: dict[str, list[float]] = {p: [] for p in endpoints}
-        threads = [
-            threading.Thread(target=probe, args=(p, until, found[p], stop)) for p in endpoints
-        ]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        return found
 
     def summary(latencies: list[float]) -> Result:
         ordered = sorted(latencies)
@@ -479,20 +458,33 @@ def bench_http(ctx: BenchContext) -> Result:
                 raise RuntimeError("the daemon did not take the jobs over in time")
             time.sleep(0.5)
         load_before = os.getloadavg()
-        idle = run_probes(due.timestamp() - 2, threading.Event())
+        spawn = multiprocessing.get_context("spawn")
+        stop = spawn.Event()
+        found = spawn.Queue()
+        probers = [
+            spawn.Process(target=_http_prober, args=(base, p, intervals[p], stop, found))
+            for p in endpoints
+        ]
+        for prober in probers:
+            prober.start()
         time.sleep(max(0.0, due.timestamp() - time.time()))
-        stop = threading.Event()
-        burst: dict[str, list[float]] = {}
-        prober = threading.Thread(target=lambda: burst.update(run_probes(time.time() + 600, stop)))
-        prober.start()
         burst_started = time.time()
-        while fired() < n_jobs and time.time() - burst_started < 300:
+        while (total := fired()) < n_jobs and time.time() - burst_started < 300:
             time.sleep(0.25)
         burst_s = time.time() - burst_started
         stop.set()
-        prober.join()
+        samples: dict[str, list[tuple[float, float]]] = dict(found.get(timeout=60) for _ in probers)
+        for prober in probers:
+            prober.join(10)
         load_after = os.getloadavg()
-        total = fired()
+        # idle: until 2 s before the instant; burst: from the instant until all were counted
+        idle = {
+            p: [lat for at, lat in got if at < due.timestamp() - 2] for p, got in samples.items()
+        }
+        burst = {
+            p: [lat for at, lat in got if burst_started <= at <= burst_started + burst_s]
+            for p, got in samples.items()
+        }
         progress(f"http: {total:.0f} fires counted in {burst_s:.1f} s")
         _, page = get("/")
     finally:
@@ -529,7 +521,7 @@ def bench_http(ctx: BenchContext) -> Result:
         "method": {
             "daemon": "zksched run --http (subprocess), default concurrency 32",
             "jobs": f"{n_jobs} jobs, command /bin/true, all due at the same second",
-            "probers": f"one thread per endpoint, sequential GETs, pauses {intervals}",
+            "probers": f"one process per endpoint, sequential GETs, pauses {intervals}",
             "burst": "from the due instant until /metrics counts every fire",
         },
         "jobs": n_jobs,
@@ -540,6 +532,26 @@ def bench_http(ctx: BenchContext) -> Result:
         "loadavg_after": load_after,
         "endpoints": rows,
     }
+
+
+def _http_prober(base: str, path: str, interval: float, stop: Any, found: Any) -> None:
+    """One prober (a process of its own): GET `path` every `interval` seconds until `stop`
+    is set, then put (path, [(request start as epoch seconds, latency in seconds)]) on
+    `found`. An error counts as an infinite latency."""
+    import urllib.request
+
+    samples: list[tuple[float, float]] = []
+    while not stop.is_set():
+        at, started = time.time(), time.perf_counter()
+        try:
+            with urllib.request.urlopen(base + path, timeout=30) as response:
+                response.read()
+            latency = time.perf_counter() - started
+        except OSError:
+            latency = float("inf")
+        samples.append((at, latency))
+        time.sleep(interval)
+    found.put((path, samples))
 
 
 # --- driver -------------------------------------------------------------------------------
