@@ -531,6 +531,8 @@ def bench_http(ctx: BenchContext) -> Result:
         "loadavg_before": load_before,
         "loadavg_after": load_after,
         "endpoints": rows,
+        # every burst latency, to pool runs: a run's p99 of ~50 samples is its slowest one
+        "burst_samples_ms": {p: [round(v * 1000, 2) for v in burst[p]] for p in endpoints},
     }
 
 

@@ -46,6 +46,7 @@ from zksched.devtools.bench import (
     progress,
 )
 from zksched.devtools.zkserver import ZkServer
+from zksched.runtime.daemon import DaemonConfig
 from zksched.runtime.leases import LEAD
 
 SESSION_TIMEOUT = 4.0  # the peers were measured with 4 s
@@ -140,6 +141,7 @@ class Member:
     client_id: str
     log_path: Path
     session_timeout: float = SESSION_TIMEOUT
+    run_args: tuple[str, ...] = ()  # more `zksched run` options
     process: subprocess.Popen[bytes] | None = None
     started_at: float = 0.0
     _offset: int = 0
@@ -149,6 +151,7 @@ class Member:
         args = [sys.executable, "-m", "zksched", "--zk", self.zk, "--client-id", self.client_id]
         args += ["--log-format", "json", "run", "--session-timeout", str(self.session_timeout)]
         args += ["--http", ""]  # members side by side: no metrics port to collide on
+        args += self.run_args
         with open(self.log_path, "wb") as out:
             self.started_at = time.time()
             self.process = subprocess.Popen(
@@ -556,7 +559,7 @@ class RequestCounter:
 
 @contextlib.contextmanager
 def in_process_members(zk: str, client_id: str, count: int) -> Iterator[list[Any]]:
-    from zksched.runtime.daemon import Daemon, DaemonConfig
+    from zksched.runtime.daemon import Daemon
     from zksched.zk.connection import ZkSettings
 
     daemons = [
@@ -664,6 +667,12 @@ def _scale_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", type=at_least(1), nargs="+", metavar="N", help="(10000 100000)")
     parser.add_argument("--burst", type=at_least(1), metavar="N", help="jobs due at once (2000)")
     parser.add_argument("--idle-seconds", type=at_least(1), metavar="S", help="(20)")
+    parser.add_argument(
+        "--concurrency",
+        type=at_least(1),
+        metavar="N",
+        help=f"each member's `run --concurrency` ({DaemonConfig.concurrency})",
+    )
 
 
 def quiet_daily_jobs(count: int, now: datetime) -> dict[str, dict[str, Any]]:
@@ -703,7 +712,9 @@ def bench_scale(ctx: BenchContext) -> Result:
         workdir = Path(tmp)
         with own_zookeeper(workdir) as zk:
             for size in sizes:
-                rows.append(_scale_one(zk, workdir, size, burst, idle_seconds))
+                rows.append(
+                    _scale_one(zk, workdir, size, burst, idle_seconds, ctx.args.concurrency)
+                )
     header = [
         "jobs",
         "apply s",
@@ -737,14 +748,20 @@ def bench_scale(ctx: BenchContext) -> Result:
     return {"members": 3, "rows": rows}
 
 
-def _scale_one(zk: str, workdir: Path, size: int, burst: int, idle_seconds: int) -> Result:
+def _scale_one(
+    zk: str, workdir: Path, size: int, burst: int, idle_seconds: int, concurrency: int | None
+) -> Result:
     client_id = f"sc-{uuid.uuid4().hex[:8]}"
     jobs = quiet_daily_jobs(size, datetime.now(UTC))
     progress(f"scale: applying {size:,} jobs")
     apply_s = apply_jobs(zk, client_id, workdir, jobs)
     progress(f"scale: {size:,} jobs applied in {apply_s:.1f} s; starting 3 members")
     t0 = time.time()
-    group = [Member(zk, client_id, workdir / f"{client_id}-{i}.log").start() for i in range(3)]
+    run_args = () if concurrency is None else ("--concurrency", str(concurrency))
+    group = [
+        Member(zk, client_id, workdir / f"{client_id}-{i}.log", run_args=run_args).start()
+        for i in range(3)
+    ]
     try:
         wait_for(
             lambda: all(m.members_seen() == 3 for m in group) and owned_total(group) == size,
@@ -811,6 +828,7 @@ def _scale_one(zk: str, workdir: Path, size: int, burst: int, idle_seconds: int)
             "daemons": round(sum(cpu_used[0::2]), 2),
             "commands": round(sum(cpu_used[1::2]), 2),
         },
+        "concurrency": concurrency or DaemonConfig.concurrency,
         "burst_lost": burst - len(keys),
         "burst_doubled": sum(1 for n in keys.values() if n > 1),
     }
