@@ -85,6 +85,7 @@ RunStatus = Literal["ok", "failed", "timeout", "terminated", "error"]
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 # Longer lines are cut: one log record should stay readable and bounded.
 MAX_LINE_BYTES = 4096
+COMPLETION_HOLD = 1.0  # seconds a result waits at most while a burst is being started
 _READ_CHUNK = 64 * 1024
 # Used only where no pidfd can be waited on: how often to look for the command's exit, and
 # (after it exited) whether processes it left in its group are still there.
@@ -141,6 +142,9 @@ class CommandRunner:
         self.base_env: dict[str, str] = dict(default_base_env() if base_env is None else base_env)
         self.logger = logger if logger is not None else logging.getLogger("zksched.job")
         self._supervisor = _Supervisor()
+        # Asked before each run's result is delivered: while it says True (its owner is
+        # starting a burst of commands), results wait, up to COMPLETION_HOLD seconds.
+        self.hold_completions: Callable[[], bool] = lambda: False
         # every command's stdin; opened once (subprocess would open it for every start)
         self._devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
 
@@ -475,8 +479,12 @@ class _Supervisor:
         self._lock = threading.Lock()
         self._new: list[_Monitor] = []
         self._poked: set[_Monitor] = set()
+        # a wake-up is on its way and the supervisor has not taken the new runs yet: one
+        # wake-up serves every run added meanwhile (a burst adds hundreds at once)
+        self._wake_pending = False
         self._thread: threading.Thread | None = None
-        self._done: queue.SimpleQueue[_Monitor] = queue.SimpleQueue()
+        # runs that are over, with the monotonic time they were found so
+        self._done: queue.SimpleQueue[tuple[float, _Monitor]] = queue.SimpleQueue()
         self._done_thread: threading.Thread | None = None
         self._wake_r: int | None = None
         self._wake_w: int | None = None
@@ -501,13 +509,17 @@ class _Supervisor:
                 thread.start()
                 self._thread = thread
             self._new.append(monitor)
-        self._wake()
+            wake, self._wake_pending = not self._wake_pending, True
+        if wake:
+            self._wake()
 
     def poke(self, monitor: _Monitor) -> None:
         """Look at this run now (it was asked to terminate)."""
         with self._lock:
             self._poked.add(monitor)
-        self._wake()
+            wake, self._wake_pending = not self._wake_pending, True
+        if wake:
+            self._wake()
 
     def unregister(self, fd: int) -> None:
         """Stop polling a descriptor of a run (supervisor thread only)."""
@@ -543,6 +555,7 @@ class _Supervisor:
             new, self._new = self._new, []
             ready |= self._poked
             self._poked = set()
+            self._wake_pending = False
         for monitor in new:
             try:
                 for fd in monitor.fds():
@@ -569,7 +582,7 @@ class _Supervisor:
                 for fd in monitor.fds():
                     self.unregister(fd)
                 monitor.run_._ended()
-                self._done.put(monitor)
+                self._done.put((now, monitor))
             elif wake_at is not None and wake_at != monitor.timer:
                 monitor.timer = wake_at
                 heapq.heappush(timers, (wake_at, next(order), monitor))
@@ -594,7 +607,13 @@ class _Supervisor:
 
     def _complete(self) -> None:
         while True:
-            monitor = self._done.get()
+            ended, monitor = self._done.get()
+            # Delivering a result (its log line, metrics, record) takes interpreter time that
+            # the starts of a burst need more: it waits while they go on, a bounded while
+            # from the run's end. The concurrency slot was freed at the exit already.
+            hold = monitor.runner.hold_completions
+            while hold() and time.monotonic() < ended + COMPLETION_HOLD:
+                time.sleep(0.005)
             try:
                 monitor.complete()
             except Exception:  # never die: later runs' results depend on this thread

@@ -167,6 +167,7 @@ class FireScheduler:
         while not self._stopping.is_set():
             due: list[tuple[str, int, datetime, float]] = []
             prepare: list[str] = []
+            fired: list[tuple[str, _Owned, datetime]] = []  # their next instants to schedule
             if self._clock.now() >= next_flush:
                 next_flush = self._clock.now() + FLUSH_INTERVAL
                 if (
@@ -196,7 +197,7 @@ class FireScheduler:
                     if instant is None:
                         prepare.append(name)
                         continue
-                    self._push_next(name, owned, instant)
+                    fired.append((name, owned, instant))
                     due.append((name, generation, instant, due_ts))
                 session = self._view.session_id if self._view is not None else None
                 if not due and not prepare:
@@ -210,6 +211,12 @@ class FireScheduler:
                     ready.append((spec, instant, due_ts))
             if ready:
                 self._submit(self._fire_batch, ready)
+            if fired:
+                # after the submit: the claims need not wait for hundreds of next instants
+                with self._cv:
+                    for name, owned, instant in fired:
+                        if self._owned.get(name) is owned:
+                            self._push_next(name, owned, instant)
             leases = self._fire_path.leases
             for name in prepare:
                 if session is not None and not leases.ready(name, session):
