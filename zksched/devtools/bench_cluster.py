@@ -792,8 +792,13 @@ def _scale_one(
         if time.time() > due - 1:
             raise RuntimeError("the burst's apply took longer than its lead time")
 
-        def burst_fires() -> list[dict[str, Any]]:
-            return [e for m in group for e in m.events("fire") if e["job"].startswith("burst-")]
+        def burst_fires(member: Member | None = None) -> list[dict[str, Any]]:
+            return [
+                e
+                for m in (group if member is None else [member])
+                for e in m.events("fire")
+                if e["job"].startswith("burst-")
+            ]
 
         def cpu() -> list[float]:
             return [m.cpu_seconds(children) for m in group for children in (False, True)]
@@ -804,6 +809,25 @@ def _scale_one(
             wait_for(lambda: len(burst_fires()) >= burst, due - time.time() + 60, "the burst")
         time.sleep(1)
         fires = burst_fires()
+        # each member's share: when its claims came back, how its starts spread
+        per_member = []
+        for m in group:
+            mine = burst_fires(m)
+            if mine:
+                since = [
+                    {
+                        k: (float(e[k]) - float(e["scheduled_ts"])) * 1000
+                        for k in ("claimed_ts", "started_ts")
+                    }
+                    for e in mine
+                ]
+                per_member.append(
+                    {
+                        "fires": len(mine),
+                        "claimed_ms_max": round(max(x["claimed_ts"] for x in since), 1),
+                        "started_ms": percentiles([x["started_ts"] for x in since]),
+                    }
+                )
         cpu_used = [after - before for after, before in zip(cpu(), cpu_before, strict=True)]
     finally:
         for m in group:
@@ -829,6 +853,7 @@ def _scale_one(
             "commands": round(sum(cpu_used[1::2]), 2),
         },
         "concurrency": concurrency or DaemonConfig.concurrency,
+        "burst_by_member": per_member,
         "burst_lost": burst - len(keys),
         "burst_doubled": sum(1 for n in keys.values() if n > 1),
     }
