@@ -640,31 +640,3 @@ def test_on_done_given_to_start_runs_once_and_never_on_the_callers_thread(
     assert done.wait(10)
     assert cmd.wait(10) is seen[0][1]
     assert len(seen) == 1 and seen[0][0] != threading.get_ident()
-
-
-# -- results while a burst is being started ----------------------------------------------------
-
-
-def test_results_wait_while_the_owner_starts_a_burst_but_slots_free_at_once() -> None:
-    """`hold_completions` (the fire path's "a burst is being started"): a run's slot is
-    freed the moment it exits, its result is delivered once the hold ends."""
-    r = runner()
-    holding = threading.Event()
-    holding.set()
-    r.hold_completions = holding.is_set
-    exited, delivered = threading.Event(), threading.Event()
-    r.start(request("true"), lambda result: delivered.set(), exited.set)
-    assert exited.wait(10)  # the slot: not held
-    assert not delivered.wait(0.2)  # the result: held
-    holding.clear()
-    assert delivered.wait(10)
-
-
-def test_a_result_is_held_a_bounded_while_only() -> None:
-    r = runner()
-    r.hold_completions = lambda: True  # a burst that never ends
-    delivered = threading.Event()
-    started = time.monotonic()
-    r.start(request("true"), lambda result: delivered.set())
-    assert delivered.wait(10)
-    assert time.monotonic() - started >= 0.9  # COMPLETION_HOLD, from the run's end

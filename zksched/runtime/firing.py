@@ -136,7 +136,6 @@ class FirePath:
             hold=self._starting,
         )
         self._slots = threading.BoundedSemaphore(settings.concurrency)
-        runner.hold_completions = self._starting  # results after the burst's starts
         self._starters = ThreadPoolExecutor(STARTERS - 1, thread_name_prefix="zksched-start")
         self._in_flight = 0  # fires claimed and not yet recorded (guarded by _idle)
         self._firing = 0  # calls of fire/fire_many going on (guarded by _idle)

@@ -85,7 +85,6 @@ RunStatus = Literal["ok", "failed", "timeout", "terminated", "error"]
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 # Longer lines are cut: one log record should stay readable and bounded.
 MAX_LINE_BYTES = 4096
-COMPLETION_HOLD = 1.0  # seconds a result waits at most while a burst is being started
 _READ_CHUNK = 64 * 1024
 # Used only where no pidfd can be waited on: how often to look for the command's exit, and
 # (after it exited) whether processes it left in its group are still there.
@@ -142,9 +141,6 @@ class CommandRunner:
         self.base_env: dict[str, str] = dict(default_base_env() if base_env is None else base_env)
         self.logger = logger if logger is not None else logging.getLogger("zksched.job")
         self._supervisor = _Supervisor()
-        # Asked before each run's result is delivered: while it says True (its owner is
-        # starting a burst of commands), results wait, up to COMPLETION_HOLD seconds.
-        self.hold_completions: Callable[[], bool] = lambda: False
         # every command's stdin; opened once (subprocess would open it for every start)
         self._devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
 
@@ -483,8 +479,7 @@ class _Supervisor:
         # wake-up serves every run added meanwhile (a burst adds hundreds at once)
         self._wake_pending = False
         self._thread: threading.Thread | None = None
-        # runs that are over, with the monotonic time they were found so
-        self._done: queue.SimpleQueue[tuple[float, _Monitor]] = queue.SimpleQueue()
+        self._done: queue.SimpleQueue[_Monitor] = queue.SimpleQueue()
         self._done_thread: threading.Thread | None = None
         self._wake_r: int | None = None
         self._wake_w: int | None = None
@@ -582,7 +577,7 @@ class _Supervisor:
                 for fd in monitor.fds():
                     self.unregister(fd)
                 monitor.run_._ended()
-                self._done.put((now, monitor))
+                self._done.put(monitor)
             elif wake_at is not None and wake_at != monitor.timer:
                 monitor.timer = wake_at
                 heapq.heappush(timers, (wake_at, next(order), monitor))
@@ -607,13 +602,7 @@ class _Supervisor:
 
     def _complete(self) -> None:
         while True:
-            ended, monitor = self._done.get()
-            # Delivering a result (its log line, metrics, record) takes interpreter time that
-            # the starts of a burst need more: it waits while they go on, a bounded while
-            # from the run's end. The concurrency slot was freed at the exit already.
-            hold = monitor.runner.hold_completions
-            while hold() and time.monotonic() < ended + COMPLETION_HOLD:
-                time.sleep(0.005)
+            monitor = self._done.get()
             try:
                 monitor.complete()
             except Exception:  # never die: later runs' results depend on this thread
