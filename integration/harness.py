@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -17,6 +16,7 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
+from zksched.devtools import daemonproc
 from zksched.devtools.zkserver import ZkServer, ZooKeeperNotFound, find_classpath
 
 HOSTNAME = socket.gethostname()
@@ -95,7 +95,8 @@ def local_zookeeper(workdir: Path) -> Iterator[ZkServer]:
 
 @dataclass
 class DaemonProcess:
-    """One `zksched run` subprocess logging JSON lines to a file."""
+    """One `zksched run` subprocess for a test (zksched/devtools/daemonproc.py), logging
+    JSON lines to a new file in `workdir` at each start."""
 
     zk: str
     client_id: str
@@ -103,96 +104,65 @@ class DaemonProcess:
     labels: dict[str, str] = field(default_factory=dict)
     session_timeout: float = SESSION_TIMEOUT
     extra_args: list[str] = field(default_factory=list)
-    env: dict[str, str] = field(default_factory=dict)
-    process: subprocess.Popen[bytes] | None = None
-    log_path: Path | None = None
-    _offset: int = 0
-    _events: list[dict[str, Any]] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)  # added to this process's
+    _daemon: daemonproc.DaemonProcess | None = None
 
     def start(self) -> DaemonProcess:
         self.workdir.mkdir(parents=True, exist_ok=True)
         n = len(list(self.workdir.glob("daemon-*.log")))
-        self.log_path = self.workdir / f"daemon-{n}.log"
-        self._offset, self._events = 0, []
-        args = [
-            sys.executable,
-            "-m",
-            "zksched",
-            "--zk",
+        self._daemon = daemonproc.DaemonProcess(
             self.zk,
-            "--client-id",
             self.client_id,
-            "--log-format",
-            "json",
-            "run",
-            "--session-timeout",
-            str(self.session_timeout),
-        ]
-        for key, value in self.labels.items():
-            args += ["--label", f"{key}={value}"]
-        # Off unless a test asks (a later --http in extra_args wins): daemons of concurrent
-        # tests would otherwise all want the default port, and all but one would exit 2.
-        args += ["--http", ""]
-        args += self.extra_args
-        with open(self.log_path, "wb") as log:
-            self.process = subprocess.Popen(
-                args,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env={**os.environ, **self.env},
-                start_new_session=True,
-            )
+            self.workdir / f"daemon-{n}.log",
+            self.session_timeout,
+            labels=self.labels,
+            run_args=self.extra_args,  # a --http here wins over the default ""
+            env={**os.environ, **self.env},
+        ).start()
         return self
 
     @property
+    def daemon(self) -> daemonproc.DaemonProcess:
+        assert self._daemon is not None, "not started"
+        return self._daemon
+
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        return None if self._daemon is None else self._daemon.process
+
+    @property
+    def log_path(self) -> Path | None:
+        return None if self._daemon is None else self._daemon.log_path
+
+    @property
     def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
+        return self.daemon.pid
 
     @property
     def member_id(self) -> str:
-        return f"{HOSTNAME}-{self.pid}"
+        return self.daemon.member_id
 
     @property
     def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
+        return self._daemon is not None and self._daemon.alive
 
     def signal(self, sig: int) -> float:
         """Send `sig`; return the wall-clock time it was sent (to compare with log ts)."""
-        assert self.process is not None
-        sent = time.time()
-        os.kill(self.process.pid, sig)
-        return sent
+        return self.daemon.send(sig)
 
     def terminate(self, timeout: float = 15) -> float:
         sent = self.signal(signal.SIGTERM)
-        assert self.process is not None
-        self.process.wait(timeout)
+        self.daemon.wait(timeout)
         return sent
 
     def kill(self) -> float:
         sent = self.signal(signal.SIGKILL)
-        assert self.process is not None
-        self.process.wait(10)
+        self.daemon.wait(10)
         return sent
 
     def events(self, event: str | None = None) -> list[dict[str, Any]]:
         """Every JSON log record so far (optionally only those with this `event`)."""
-        if self.log_path is not None and self.log_path.exists():
-            with open(self.log_path, "rb") as f:
-                f.seek(self._offset)
-                chunk = f.read()
-            end = chunk.rfind(b"\n") + 1
-            self._offset += end
-            for line in chunk[:end].splitlines():
-                try:
-                    self._events.append(json.loads(line))
-                except ValueError:
-                    self._events.append({"event": "raw", "msg": line.decode(errors="replace")})
-        if event is None:
-            return list(self._events)
-        return [e for e in self._events if e.get("event") == event]
+        return [] if self._daemon is None else self._daemon.events(event)
 
     def last_members(self) -> list[str] | None:
         found = self.events("members")
@@ -206,7 +176,7 @@ class DaemonProcess:
         return list(last["members"])
 
     def log_text(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path else ""
+        return "" if self._daemon is None else self._daemon.log_text()
 
 
 def wait_until(

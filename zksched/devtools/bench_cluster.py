@@ -20,7 +20,6 @@ import cProfile
 import io
 import json
 import math
-import os
 import pstats
 import signal
 import statistics
@@ -32,7 +31,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -45,12 +44,12 @@ from zksched.devtools.bench import (
     markdown_table,
     progress,
 )
+from zksched.devtools.daemonproc import DaemonProcess
 from zksched.devtools.zkserver import ZkServer
 from zksched.runtime.daemon import DaemonConfig
 from zksched.runtime.leases import LEAD
 
 SESSION_TIMEOUT = 4.0  # the issue's peers were measured with 4 s
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 # --- shared pieces ------------------------------------------------------------------------
@@ -134,91 +133,10 @@ def apply_jobs(zk: str, client_id: str, workdir: Path, jobs: Mapping[str, Any]) 
 
 
 @dataclass
-class Member:
-    """One `zksched run` subprocess logging JSON lines to a file."""
+class Member(DaemonProcess):
+    """One `zksched run` subprocess of a benchmark (session timeout as the issue's peers)."""
 
-    zk: str
-    client_id: str
-    log_path: Path
     session_timeout: float = SESSION_TIMEOUT
-    run_args: tuple[str, ...] = ()  # more `zksched run` options
-    process: subprocess.Popen[bytes] | None = None
-    started_at: float = 0.0
-    _offset: int = 0
-    _events: list[dict[str, Any]] = field(default_factory=list)
-
-    def start(self) -> Member:
-        args = [sys.executable, "-m", "zksched", "--zk", self.zk, "--client-id", self.client_id]
-        args += ["--log-format", "json", "run", "--session-timeout", str(self.session_timeout)]
-        args += ["--http", ""]  # members side by side: no metrics port to collide on
-        args += self.run_args
-        with open(self.log_path, "wb") as out:
-            self.started_at = time.time()
-            self.process = subprocess.Popen(
-                args,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        return self
-
-    @property
-    def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
-
-    @property
-    def member_id(self) -> str:
-        return f"{os.uname().nodename}-{self.pid}"
-
-    @property
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def events(self, name: str | None = None) -> list[dict[str, Any]]:
-        if self.log_path.exists():
-            with open(self.log_path, "rb") as f:
-                f.seek(self._offset)
-                chunk = f.read()
-            end = chunk.rfind(b"\n") + 1
-            self._offset += end
-            for line in chunk[:end].splitlines():
-                with contextlib.suppress(ValueError):
-                    self._events.append(json.loads(line))
-        return [e for e in self._events if name is None or e.get("event") == name]
-
-    def members_seen(self) -> int:
-        found = self.events("members")
-        return len(found[-1]["members"]) if found else 0
-
-    def send(self, sig: int) -> float:
-        sent = time.time()
-        os.kill(self.pid, sig)
-        return sent
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 20) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.pid, sig)
-        try:
-            self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(10)
-
-    def cpu_seconds(self, children: bool = False) -> float:
-        """CPU time of the daemon (utime + stime), or of the commands it has reaped."""
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        first = 13 if children else 11  # cutime + cstime
-        return (int(fields[first]) + int(fields[first + 1])) / CLOCK_TICKS
-
-    def rss_mb(self) -> float:
-        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-        return 0.0
 
 
 @contextlib.contextmanager

@@ -48,6 +48,7 @@ from zksched.core.durations import parse_duration
 from zksched.core.firekey import format_utc, parse_fire_key
 from zksched.core.fires import FireRecord
 from zksched.core.schedule import Schedule
+from zksched.devtools.daemonproc import DaemonProcess
 from zksched.devtools.faultproxy import BLACKHOLE, DELAY, PASS, FaultProxy
 from zksched.devtools.zkserver import ZkEnsemble, ZkServer
 from zksched.zk.connection import wait
@@ -68,38 +69,12 @@ RECORD_SCRIPT = (
 
 
 @dataclass
-class Member:
-    """One `zksched run` subprocess (with its own fault proxy when it needs one)."""
+class Member(DaemonProcess):
+    """One `zksched run` subprocess of a chaos run (with its own fault proxy when it needs
+    one, and its clock shifted by `--clock-offset` when asked)."""
 
-    process: subprocess.Popen[bytes]
-    log_path: Path
     clock_offset: float = 0.0
     proxy: FaultProxy | None = None
-
-    @property
-    def member_id(self) -> str:
-        return f"{HOSTNAME}-{self.process.pid}"
-
-    @property
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def send(self, sig: int) -> float:
-        """Send `sig`; the wall-clock time it was sent (compared with the commands' clocks)."""
-        sent = time.time()
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.process.pid, sig)
-        return sent
-
-    def events(self, name: str) -> list[dict[str, Any]]:
-        found = []
-        with contextlib.suppress(OSError), open(self.log_path, "rb") as log:
-            for line in log:
-                with contextlib.suppress(ValueError):
-                    record = json.loads(line)
-                    if isinstance(record, dict) and record.get("event") == name:
-                        found.append(record)
-        return found
 
 
 @dataclass
@@ -179,29 +154,23 @@ class Cluster:
             proxy = FaultProxy(("127.0.0.1", self.servers[0].client_port)).start()
             hosts = proxy.address
         log_path = self.workdir / f"member-{len(self.every_member)}.log"
-        args = [sys.executable, "-m", "zksched", "--zk", hosts, "--client-id", self.client_id]
-        args += ["--log-format", "json", "run", "--session-timeout", str(self.session_timeout)]
-        args += ["--http", ""]  # side by side on one host: no endpoint, no port clash
-        if clock_offset:
-            args += ["--clock-offset", str(clock_offset)]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ZKSCHED_")}
-        with open(log_path, "wb") as log:
-            process = subprocess.Popen(
-                args,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                start_new_session=True,
-            )
-        member = Member(process, log_path, clock_offset, proxy)
+        member = Member(
+            hosts,
+            self.client_id,
+            log_path,
+            self.session_timeout,
+            run_args=["--clock-offset", str(clock_offset)] if clock_offset else [],
+            env={k: v for k, v in os.environ.items() if not k.startswith("ZKSCHED_")},
+            clock_offset=clock_offset,
+            proxy=proxy,
+        ).start()
         self.members.append(member)
         self.every_member.append(member)
         return member
 
     def kill(self, member: Member) -> float:
         sent = member.send(signal.SIGKILL)
-        member.process.wait(10)
+        member.wait(10)
         self.members.remove(member)
         return sent
 
@@ -210,10 +179,10 @@ class Cluster:
         self.members.remove(member)
         if wait_exit:
             try:
-                member.process.wait(30)
+                member.wait(30)
             except subprocess.TimeoutExpired:
                 member.send(signal.SIGKILL)
-                member.process.wait(10)
+                member.wait(10)
         return sent
 
     def leader(self) -> ZkServer | None:
@@ -263,13 +232,13 @@ class Cluster:
         deadline = time.monotonic() + 15
         for member in self.every_member:
             with contextlib.suppress(subprocess.TimeoutExpired):
-                member.process.wait(max(0.1, deadline - time.monotonic()))
+                member.wait(max(0.1, deadline - time.monotonic()))
             if member.alive:
                 member.send(signal.SIGKILL)
-                member.process.wait(10)
+                member.wait(10)
             # a command the daemon started lives in its own process group: ours to clean up
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(member.process.pid, signal.SIGKILL)
+                os.killpg(member.pid, signal.SIGKILL)
             if member.proxy is not None:
                 member.proxy.stop()
         if self._observer is not None:

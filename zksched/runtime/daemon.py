@@ -34,7 +34,12 @@ log = logging.getLogger(__name__)
 
 
 def default_member_id() -> str:
-    return f"{socket.gethostname()}-{os.getpid()}"
+    return member_id_of(os.getpid())
+
+
+def member_id_of(pid: int) -> str:
+    """The member id a daemon with this pid on this host registers with by default."""
+    return f"{socket.gethostname()}-{pid}"
 
 
 @dataclass(frozen=True)
