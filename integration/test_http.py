@@ -147,8 +147,11 @@ def test_probes_answer_while_the_daemon_is_frozen_and_go_with_it(daemons: Start)
 
     probe_children = probe_processes(daemon)
     assert len(probe_children) == 1
+    published = bodies_dir(probe_children[0])
+    assert (published / "m").is_file()  # the metrics copy
     daemon.kill()
     wait_until(lambda: gone(probe_children[0]), 10, what="the probe process to exit with it")
+    assert not published.exists()  # removed by the child: the daemon could not
     answer, _ = get_or_refused(base + "/healthz")
     assert answer is None  # nobody listens any more
 
@@ -218,10 +221,13 @@ def test_ctrl_c_stops_the_daemon_and_its_probe_process_without_a_traceback(
     wait_until(lambda: get(base + "/readyz")[0] == 200, 20, what="ready")
     probes = probe_processes(daemon)
     assert len(probes) == 1
+    published = bodies_dir(probes[0])
+    assert published.is_dir()
     os.killpg(daemon.pid, signal.SIGINT)  # the harness starts each daemon as a group leader
     assert daemon.process is not None
     assert daemon.process.wait(30) == 0
     wait_until(lambda: gone(probes[0]), 10, what="the probe process to exit")
+    assert not published.exists()
     assert "Traceback" not in daemon.log_text()
 
 
@@ -266,6 +272,11 @@ def test_head_and_bad_paths_through_the_probe_process(daemons: Start) -> None:
 def probe_processes(daemon: DaemonProcess) -> list[int]:
     """The daemon's HTTP probe child processes (runtime/probes.py)."""
     return [pid for pid in children_of(daemon.pid) if b"zksched.runtime.probes" in cmdline(pid)]
+
+
+def bodies_dir(probe_pid: int) -> Path:
+    """Where the daemon publishes its rendered bodies (the child's 5th argument to its module)."""
+    return Path(cmdline(probe_pid).split(b"\0")[7].decode())
 
 
 def gone(pid: int) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -177,3 +178,45 @@ def test_keep_warm_never_takes_more_than_its_cpu_share(
         gap = due - (now - since_render)  # float subtraction: compare within rounding
         assert gap >= max_age * (1 - 1e-9)
         assert cost <= share * gap * (1 + 1e-9)
+
+
+def test_a_failing_publish_is_logged_once_and_the_body_still_served(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    now = [100.0]
+    shared = SharedRender("t", Renders(), max_age=1.0, stale_max=5.0, clock=lambda: now[0])
+
+    def publish(body: bytes, at: float) -> None:
+        raise OSError("no space left")
+
+    shared.on_rendered = publish
+    for _ in range(3):
+        now[0] += 10.0  # past stale_max: rendered (and published) on each request
+        assert shared.get().startswith(b"body")
+    assert [r.getMessage() for r in caplog.records] == ["publishing t failed"]
+
+
+def test_close_stops_publishing() -> None:
+    now = [100.0]
+    published: list[bytes] = []
+    shared = SharedRender("t", Renders(), max_age=1.0, stale_max=5.0, clock=lambda: now[0])
+    shared.on_rendered = lambda body, at: published.append(body)
+    shared.get()
+    shared.close()
+    now[0] += 10.0
+    shared.get()
+    assert published == [b"body 1"]
+
+
+def test_no_keep_warm_thread_when_a_render_costs_too_much() -> None:
+    def costly() -> bytes:
+        deadline = time.thread_time() + 0.03  # 30 ms of CPU: over 2 % of 1 s
+        while time.thread_time() < deadline:
+            pass
+        return b"x"
+
+    shared = SharedRender("t", costly, max_age=0.1, stale_max=1.0, keep_warm=60, cpu_share=0.02)
+    shared.get()  # no cost known yet: keeping warm starts, then stops after this render
+    wait_for(lambda: shared._warmer is None)
+    shared.get()
+    assert shared._warmer is None

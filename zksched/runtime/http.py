@@ -11,6 +11,7 @@ rendered at most a second or so before, never waits for a render while the daemo
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import socket
 import tempfile
@@ -231,9 +232,9 @@ class DaemonStatus:
         return self._metrics.get()
 
     def close(self) -> None:
-        for shared in (self._page, self._metrics):
-            shared.close()
-            shared.on_rendered = None  # nothing left to publish to
+        """No more keeping warm or publishing (after a render under way)."""
+        self._page.close()
+        self._metrics.close()
 
     def publish_to(self, bodies: PublishedBodies) -> None:
         """Hand every new page and exposition to the HTTP child process, which serves them
@@ -373,6 +374,12 @@ class _Handler(BaseHTTPRequestHandler):
         log.debug("http %s " + format, self.address_string(), *args)
 
 
+def _memory_dir() -> str | None:
+    """/dev/shm when it can be written to, else None (the system's temporary directory)."""
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else None
+
+
 class HttpEndpoint:
     """Listens on `address` (HOST:PORT; port 0 picks a free one) once started."""
 
@@ -419,8 +426,9 @@ class HttpEndpoint:
         )
         self._thread.start()
         status = self.status
-        # bodies for the child, readable by this user only (they name jobs and members)
-        self._bodies_dir = tempfile.mkdtemp(prefix="zksched-http-")
+        # bodies for the child, readable by this user only (they name jobs and members), in
+        # memory (tmpfs) where there is one: /metrics is rewritten every second when scraped
+        self._bodies_dir = tempfile.mkdtemp(prefix="zksched-http-", dir=_memory_dir())
         bodies = PublishedBodies(self._bodies_dir)
         status.publish_to(bodies)
         self._probes = ProbeProcess(

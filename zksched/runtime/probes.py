@@ -35,6 +35,7 @@ import http.client
 import json
 import logging
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -134,7 +135,7 @@ class ProbeProcess:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
-        self._end_child()
+        self._end_child(bye=True)
         self._public.close()
 
     def _spawn(self) -> None:
@@ -177,13 +178,19 @@ class ProbeProcess:
         os.set_blocking(asked_read, False)
         self._pipe, self._asked = write_end, asked_read
 
-    def _end_child(self) -> None:
+    def _end_child(self, bye: bool = False) -> None:
+        """Close the pipes (the child exits at end of file) and reap it. `bye`: tell it
+        first that this is a stop, not the daemon's death, so that it leaves the published
+        bodies to the daemon (a child whose daemon died removes them itself)."""
         asked, self._asked = self._asked, None
         if asked is not None:
             os.close(asked)
         pipe, self._pipe = self._pipe, None
         if pipe is not None:
-            os.close(pipe)  # the child exits at end of file
+            if bye:
+                with contextlib.suppress(OSError):  # full: it stopped reading; it is killed
+                    os.write(pipe, b'{"bye": true}\n')
+            os.close(pipe)
         process, self._process = self._process, None
         if process is not None:
             try:
@@ -365,14 +372,22 @@ class _ProbeHandler(BaseHTTPRequestHandler):
         pass  # the daemon logs what it serves; probes every few seconds are not news
 
 
-def _follow(pipe: int, verdicts: _Verdicts) -> None:
-    """Read the daemon's verdicts; at end of file (the daemon stopped or died) exit."""
+def _follow(pipe: int, verdicts: _Verdicts, bodies: PublishedBodies) -> None:
+    """Read the daemon's verdicts; at end of file (the daemon stopped or died) exit. A
+    daemon that died (no "bye" first, e.g. SIGKILL) cannot remove its published bodies:
+    this process does."""
+    bye = False
     with os.fdopen(pipe, "rb") as lines:
         for line in lines:
-            with contextlib.suppress(ValueError, TypeError, KeyError):
+            with contextlib.suppress(ValueError, TypeError, KeyError, AttributeError):
                 message = json.loads(line)
+                if message.get("bye"):
+                    bye = True
+                    continue
                 health, ready = message["health"], message["ready"]
                 verdicts.update((bool(health[0]), str(health[1])), (bool(ready[0]), str(ready[1])))
+    if not bye:
+        shutil.rmtree(bodies.directory, ignore_errors=True)
     os._exit(0)
 
 
@@ -388,7 +403,7 @@ def main(argv: list[str]) -> None:
     server.bodies = PublishedBodies(bodies_dir)
     server.asked = int(asked)
     os.set_blocking(server.asked, False)
-    threading.Thread(target=_follow, args=(int(pipe), verdicts), daemon=True).start()
+    threading.Thread(target=_follow, args=(int(pipe), verdicts, server.bodies), daemon=True).start()
     # a thread per request (at most MAX_REQUESTS at once): a slow relayed page never holds
     # up a probe, and this process does nothing else, so a thread start is cheap here
     slots = threading.BoundedSemaphore(MAX_REQUESTS)

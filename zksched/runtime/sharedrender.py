@@ -24,6 +24,7 @@ request here.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import threading
@@ -95,6 +96,7 @@ class SharedRender:
         # Called with each new body and the monotonic time its render began (under the
         # render lock, so calls never overlap): to publish a copy elsewhere.
         self.on_rendered: Callable[[bytes, float], None] | None = None
+        self._publish_failing = False
 
     def get(self) -> bytes:
         """The body to serve now: shared, or rendered first when none is recent enough."""
@@ -120,11 +122,7 @@ class SharedRender:
         now = self._clock()
         with self._lock:
             self._asked = now
-            if self.keep_warm > 0 and self._warmer is None and not self._closed.is_set():
-                self._warmer = threading.Thread(
-                    target=self._keep_warm, name=f"zksched-warm-{self.name}", daemon=True
-                )
-                self._warmer.start()
+            self._start_warmer()
             age = now - self._at
             if age <= self.max_age:
                 return self._body
@@ -134,17 +132,41 @@ class SharedRender:
         return None
 
     def _start_aside(self) -> None:
-        """Start one render on the side unless one is under way (the caller holds _lock)."""
+        """Start one render on the side unless one is under way (the caller holds _lock).
+        No thread to be had: no render on the side this time, the next request tries again."""
         if not self._aside:
-            self._aside = True
-            threading.Thread(
+            thread = threading.Thread(
                 target=self._render_aside, name=f"zksched-render-{self.name}", daemon=True
-            ).start()
+            )
+            with contextlib.suppress(RuntimeError):
+                thread.start()
+                self._aside = True
 
-    def close(self) -> None:
-        """Stop keeping warm (the body stays servable)."""
+    def _start_warmer(self) -> None:
+        """Start keeping warm if asked to, not yet doing so, and a render is cheap enough to
+        be kept within stale_max (the caller holds _lock)."""
+        if (
+            self.keep_warm <= 0
+            or self._warmer is not None
+            or self._closed.is_set()
+            or refresh_every(self.max_age, self._cost, self.cpu_share) > self.stale_max
+        ):
+            return
+        thread = threading.Thread(
+            target=self._keep_warm, name=f"zksched-warm-{self.name}", daemon=True
+        )
+        with contextlib.suppress(RuntimeError):
+            thread.start()
+            self._warmer = thread
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop keeping warm and publishing, after the render under way if any (the body
+        stays servable here)."""
         self._closed.set()
         self._poke.set()
+        self.on_rendered = None
+        if self._render_lock.acquire(timeout=timeout):
+            self._render_lock.release()
 
     def _render(self) -> bytes:
         """Render now; the caller holds _render_lock."""
@@ -153,11 +175,15 @@ class SharedRender:
         cost = time.thread_time() - cpu
         with self._lock:
             self._body, self._at, self._cost = body, at, cost
-        if self.on_rendered is not None:
+        publish = self.on_rendered
+        if publish is not None:
             try:
-                self.on_rendered(body, at)
+                publish(body, at)
+                self._publish_failing = False
             except Exception:  # the body is still served here; only its copy is missing
-                log.warning("publishing %s failed", self.name, exc_info=True)
+                if not self._publish_failing:  # once, not every second
+                    log.warning("publishing %s failed", self.name, exc_info=True)
+                self._publish_failing = True
         return body
 
     def _render_if_older(self, than: float) -> None:
