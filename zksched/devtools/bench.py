@@ -420,6 +420,8 @@ def bench_http(ctx: BenchContext) -> Result:
 
     def summary(latencies: list[float]) -> Result:
         ordered = sorted(latencies)
+        if not ordered:  # a short --quick burst may fall between two requests of a prober
+            return {"requests": 0, "p50_ms": 0.0, "p90_ms": 0.0, "p99_ms": 0.0, "max_ms": 0.0}
 
         def pct(q: float) -> float:
             return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
@@ -553,7 +555,7 @@ def _http_prober(base: str, path: str, interval: float, stop: Any, found: Any) -
             with urllib.request.urlopen(base + path, timeout=30) as response:
                 response.read()
             latency = time.perf_counter() - started
-        except OSError:
+        except Exception:  # refused, reset, cut short (IncompleteRead): the worst latency
             latency = float("inf")
         samples.append((at, latency))
         time.sleep(interval)
