@@ -172,6 +172,8 @@ def test_metrics_and_the_page_are_served_from_copies_while_the_daemon_is_frozen(
     try:
         started = time.monotonic()
         assert metric(base, "zksched_members") == 1
+        with urllib.request.urlopen(base + "/metrics", timeout=2) as reply:
+            assert reply.headers["X-Zksched-Served"] == "copy"
         status, page = get(base + "/")
         assert status == 200 and "<html" in page.lower()
         assert time.monotonic() - started < 2  # not waiting for the stopped daemon

@@ -61,6 +61,8 @@ RELAYED_HEADERS = (
 )
 # The daemon's pages need no script and no outside resource: forbid both.
 CONTENT_SECURITY_POLICY = "default-src 'none'; style-src 'unsafe-inline'"
+# Says where an answer came from: "copy" (published by the daemon) or "daemon" (relayed).
+SERVED_HEADER = "X-Zksched-Served"
 # Paths served from a published copy -> the copy's name (also the byte sent to the daemon).
 PUBLISHED_PATHS = {"/metrics": "m", "/": "p", "/index.html": "p"}
 
@@ -322,6 +324,7 @@ class _ProbeHandler(BaseHTTPRequestHandler):
                     "Cache-Control": "no-store",
                     "X-Content-Type-Options": "nosniff",
                     "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+                    SERVED_HEADER: "copy",
                 }
                 self._send(200, headers, body, send_body)
                 return
@@ -334,7 +337,7 @@ class _ProbeHandler(BaseHTTPRequestHandler):
         except ValueError:  # a path http.client refuses to send (control or non-ASCII chars)
             self._send(400, None, b"bad request path\n", send_body)
             return
-        self._send(status, headers, body, send_body)
+        self._send(status, {**headers, SERVED_HEADER: "daemon"}, body, send_body)
 
     def _relay(self) -> tuple[int, dict[str, str], bytes]:
         upstream = http.client.HTTPConnection(
