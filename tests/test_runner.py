@@ -640,3 +640,11 @@ def test_on_done_given_to_start_runs_once_and_never_on_the_callers_thread(
     assert done.wait(10)
     assert cmd.wait(10) is seen[0][1]
     assert len(seen) == 1 and seen[0][0] != threading.get_ident()
+
+
+def test_close_gives_back_dev_null_and_a_later_start_still_works() -> None:
+    r = runner()
+    r.close()
+    r.close()  # twice is harmless
+    assert r._devnull is None
+    assert r.start(request("true")).wait().status == "ok"

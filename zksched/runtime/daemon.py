@@ -195,6 +195,7 @@ class Daemon:
         self.cluster.stop()
         self.scheduler.stop(wait_for_running=self.config.stop_grace)
         self.fire_path.flush_unwritten()
+        self.fire_path.close()
         close_quietly(self.client)
         if self.http is not None:
             self.http.stop()

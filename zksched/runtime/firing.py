@@ -333,6 +333,12 @@ class FirePath:
             except Exception:
                 log.exception("%s: could not be started", fire.key)
 
+    def close(self) -> None:
+        """After the daemon's stop: the start helpers' threads and the runner's /dev/null go
+        (a fire after this still starts, from the calling thread)."""
+        self._starters.shutdown(wait=False)
+        self._runner.close()
+
     def prepare(self, job: str, session_id: int) -> None:
         """Ahead of a job's fire (the scheduler, `leases.LEAD` seconds before): take its
         lock, and make its fire folder on its first fire, so that the fire only claims."""

@@ -142,7 +142,14 @@ class CommandRunner:
         self.logger = logger if logger is not None else logging.getLogger("zksched.job")
         self._supervisor = _Supervisor()
         # every command's stdin; opened once (subprocess would open it for every start)
-        self._devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        self._devnull: int | None = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+
+    def close(self) -> None:
+        """Give back what the runner holds for its starts (a start after this still works,
+        opening /dev/null for itself). Runs under way are not affected."""
+        devnull, self._devnull = self._devnull, None
+        if devnull is not None:
+            os.close(devnull)
 
     def start(
         self,
@@ -165,7 +172,7 @@ class CommandRunner:
         try:
             popen = subprocess.Popen(
                 list(request.argv),
-                stdin=self._devnull,
+                stdin=subprocess.DEVNULL if self._devnull is None else self._devnull,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 cwd=cwd,
