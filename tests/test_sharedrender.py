@@ -40,10 +40,15 @@ def wait_for(condition: object, timeout: float = 10.0) -> None:
         time.sleep(0.01)
 
 
-def test_a_fresh_body_is_served_without_rendering_again() -> None:
+def on_fake_clock(renders: Renders) -> tuple[SharedRender, list[float]]:
+    """max_age 1 s, stale_max 5 s, no keep-warm, on a clock the test moves (now[0])."""
     now = [100.0]
+    return SharedRender("t", renders, max_age=1.0, stale_max=5.0, clock=lambda: now[0]), now
+
+
+def test_a_fresh_body_is_served_without_rendering_again() -> None:
     renders = Renders()
-    shared = SharedRender("t", renders, max_age=1.0, stale_max=5.0, clock=lambda: now[0])
+    shared, now = on_fake_clock(renders)
     assert shared.get() == b"body 1"
     now[0] += 1.0
     assert shared.get() == b"body 1"
@@ -51,9 +56,8 @@ def test_a_fresh_body_is_served_without_rendering_again() -> None:
 
 
 def test_a_stale_body_is_served_at_once_while_one_new_render_runs_on_the_side() -> None:
-    now = [100.0]
     renders = Renders()
-    shared = SharedRender("t", renders, max_age=1.0, stale_max=5.0, clock=lambda: now[0])
+    shared, now = on_fake_clock(renders)
     assert shared.get() == b"body 1"
     now[0] += 3.0
     renders.release.clear()  # the render on the side is held up
@@ -66,9 +70,8 @@ def test_a_stale_body_is_served_at_once_while_one_new_render_runs_on_the_side() 
 
 
 def test_a_body_older_than_stale_max_is_rendered_before_answering() -> None:
-    now = [100.0]
     renders = Renders()
-    shared = SharedRender("t", renders, max_age=1.0, stale_max=5.0, clock=lambda: now[0])
+    shared, now = on_fake_clock(renders)
     shared.get()
     now[0] += 5.5
     assert shared.get() == b"body 2"
@@ -183,8 +186,7 @@ def test_keep_warm_never_takes_more_than_its_cpu_share(
 def test_a_failing_publish_is_logged_once_and_the_body_still_served(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    now = [100.0]
-    shared = SharedRender("t", Renders(), max_age=1.0, stale_max=5.0, clock=lambda: now[0])
+    shared, now = on_fake_clock(Renders())
 
     def publish(body: bytes, at: float) -> None:
         raise OSError("no space left")
@@ -197,9 +199,8 @@ def test_a_failing_publish_is_logged_once_and_the_body_still_served(
 
 
 def test_close_stops_publishing() -> None:
-    now = [100.0]
     published: list[bytes] = []
-    shared = SharedRender("t", Renders(), max_age=1.0, stale_max=5.0, clock=lambda: now[0])
+    shared, now = on_fake_clock(Renders())
     shared.on_rendered = lambda body, at: published.append(body)
     shared.get()
     shared.close()

@@ -67,7 +67,6 @@ class DaemonProcess:
     run_args: Sequence[str] = ()  # more `zksched run` options
     env: Mapping[str, str] | None = None  # its whole environment; None: this process's
     process: subprocess.Popen[bytes] | None = None
-    started_at: float = 0.0  # wall-clock time of the start
     _log: EventLog | None = None
 
     def command(self) -> list[str]:
@@ -80,7 +79,6 @@ class DaemonProcess:
     def start(self) -> Self:
         self._log = EventLog(self.log_path)
         with open(self.log_path, "wb") as log:
-            self.started_at = time.time()
             self.process = subprocess.Popen(
                 self.command(),
                 stdout=log,

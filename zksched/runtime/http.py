@@ -21,6 +21,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import astuple, dataclass
+from functools import partial
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import TYPE_CHECKING, Any
 
@@ -55,10 +56,10 @@ PAGE_MAX_AGE = 1.0  # seconds a rendered status page is served again (it refresh
 # Up to this old, a page past PAGE_MAX_AGE is still served while a new one is rendered on
 # the side: a viewer never waits for a render that thousands of jobs make slow.
 PAGE_STALE_MAX = 5.0
+PAGE_TYPE = "text/html; charset=utf-8"
 # /metrics: figures at most about a second old while scraped, re-rendered every second
 # for 5 minutes after the last scrape (longer than any usual scrape interval), with at most
 # 2 % of a core (a 2,000-job exposition costs ~13 ms).
-PAGE_TYPE = "text/html; charset=utf-8"
 METRICS_MAX_AGE = 1.0
 METRICS_STALE_MAX = 5.0
 METRICS_KEEP_WARM = 300.0
@@ -179,6 +180,11 @@ class DaemonStatus:
             keep_warm=METRICS_KEEP_WARM,
             cpu_share=METRICS_CPU_SHARE,
         )
+        # what the HTTP child serves from published copies: name -> (body, content type)
+        self._published = {
+            PUBLISHED_PATHS["/"]: (self._page, PAGE_TYPE),
+            PUBLISHED_PATHS["/metrics"]: (self._metrics, self.metrics.content_type),
+        }
         # A loop that has not beaten for this long is stuck: every loop wakes at least once a
         # second, and its ZooKeeper calls are bounded by fractions of the session timeout.
         self.stale_after = max(10.0, 3 * daemon.config.zk.session_timeout)
@@ -239,21 +245,14 @@ class DaemonStatus:
     def publish_to(self, bodies: PublishedBodies) -> None:
         """Hand every new page and exposition to the HTTP child process, which serves them
         for as long as they may be served here (`probes.py`)."""
-        page, metrics = PUBLISHED_PATHS["/"], PUBLISHED_PATHS["/metrics"]
-        ctype = self.metrics.content_type
-        self._page.on_rendered = lambda body, at: bodies.write(
-            page, PAGE_TYPE, body, at + PAGE_STALE_MAX
-        )
-        self._metrics.on_rendered = lambda body, at: bodies.write(
-            metrics, ctype, body, at + METRICS_STALE_MAX
-        )
+        for name, (shared, ctype) in self._published.items():
+            shared.on_rendered = partial(_publish, bodies, name, ctype, shared.stale_max)
 
     def asked(self, name: str) -> None:
         """The child served a published copy (`PUBLISHED_PATHS` name): as if asked here."""
-        if name == PUBLISHED_PATHS["/"]:
-            self._page.touch()
-        elif name == PUBLISHED_PATHS["/metrics"]:
-            self._metrics.touch()
+        published = self._published.get(name)
+        if published is not None:
+            published[0].touch()
 
     def _render_page(self) -> bytes:
         return render_status_page(self.snapshot()).encode()
@@ -372,6 +371,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: object) -> None:
         log.debug("http %s " + format, self.address_string(), *args)
+
+
+def _publish(
+    bodies: PublishedBodies, name: str, ctype: str, stale_max: float, body: bytes, at: float
+) -> None:
+    """A new body for the child, to be served until `stale_max` after its render began."""
+    bodies.write(name, ctype, body, at + stale_max)
 
 
 def _memory_dir() -> str | None:

@@ -40,6 +40,12 @@ def refresh_every(max_age: float, cost: float, cpu_share: float) -> float:
     return max(max_age, cost / cpu_share)
 
 
+def worth_keeping_warm(max_age: float, cost: float, cpu_share: float, stale_max: float) -> bool:
+    """Whether renders at `cpu_share` can keep the body within `stale_max`; if not,
+    requests render on demand instead."""
+    return refresh_every(max_age, cost, cpu_share) <= stale_max
+
+
 def next_warm_render(
     now: float,
     rendered_at: float,
@@ -54,12 +60,9 @@ def next_warm_render(
     """When the keep-warm thread should render next (a monotonic time, maybe `now` or
     earlier), or None when it should stop: nobody asked for `keep_warm`, or a render is so
     costly that the body could not be kept within `stale_max` at `cpu_share`."""
-    if now - asked_at > keep_warm:
+    if now - asked_at > keep_warm or not worth_keeping_warm(max_age, cost, cpu_share, stale_max):
         return None
-    every = refresh_every(max_age, cost, cpu_share)
-    if every > stale_max:
-        return None
-    return rendered_at + every
+    return rendered_at + refresh_every(max_age, cost, cpu_share)
 
 
 class SharedRender:
@@ -92,7 +95,7 @@ class SharedRender:
         self._warmer: threading.Thread | None = None
         self._render_lock = threading.Lock()  # one render at a time
         self._closed = threading.Event()
-        self._poke = threading.Event()  # wakes the keep-warm thread early (tests, close)
+        self._poke = threading.Event()  # wakes the keep-warm thread early (close)
         # Called with each new body and the monotonic time its render began (under the
         # render lock, so calls never overlap): to publish a copy elsewhere.
         self.on_rendered: Callable[[bytes, float], None] | None = None
@@ -149,7 +152,7 @@ class SharedRender:
             self.keep_warm <= 0
             or self._warmer is not None
             or self._closed.is_set()
-            or refresh_every(self.max_age, self._cost, self.cpu_share) > self.stale_max
+            or not worth_keeping_warm(self.max_age, self._cost, self.cpu_share, self.stale_max)
         ):
             return
         thread = threading.Thread(
