@@ -238,7 +238,7 @@ class ProbeProcess:
         while asked is not None:
             try:
                 data = os.read(asked, 4096)
-            except (BlockingIOError, OSError):
+            except OSError:  # BlockingIOError included: nothing more to read
                 break
             if not data:
                 break
