@@ -59,6 +59,14 @@ class FireLog:
             out[job].append(instant)
         return out
 
+    def started_early(self) -> list[str]:
+        """Fire keys whose command started before their instant (by this host's clock)."""
+        return [
+            parts[0]
+            for parts in self.lines()
+            if float(parts[3]) < parse_fire_key(parts[0])[1].timestamp()
+        ]
+
     def members_of(self, job: str) -> list[str]:
         return [p[1] for p in self.lines() if p[0].startswith(f"{job}@")]
 

@@ -266,6 +266,7 @@ class FirePath:
     ) -> list[tuple[JobSpec, datetime, float]]:
         view = self._membership.view
         session = view.session_id
+        claimed_at = self._clock.iso()  # one for the batch: its claims go out together
         batch: list[tuple[JobSpec, datetime, float, JobLock | None, FireRecord]] = []
         rest: list[tuple[JobSpec, datetime, float]] = []
         for spec, instant, t_due in due:
@@ -279,7 +280,9 @@ class FirePath:
                     rest.append((spec, instant, t_due))
                     continue
             scheduled = format_utc(instant)
-            record = self._new_record(spec.name, scheduled, session, "running", "scheduled")
+            record = self._new_record(
+                spec.name, scheduled, session, "running", "scheduled", claimed_at=claimed_at
+            )
             batch.append((spec, instant, t_due, lock, record))
         if len(batch) < 2:
             self._give_back_all(batch)
@@ -608,6 +611,7 @@ class FirePath:
         session: int,
         state: FireState,
         kind: FireKind,
+        claimed_at: str | None = None,
         **fields: Any,
     ) -> FireRecord:
         """A claim record of this member, with a fresh nonce (how a create whose reply was
@@ -619,7 +623,7 @@ class FirePath:
             session=session,
             nonce=uuid.uuid4().hex[:16],
             state=state,
-            claimed_at=self._clock.iso(),
+            claimed_at=self._clock.iso() if claimed_at is None else claimed_at,
             kind=kind,
             **fields,
         )

@@ -44,6 +44,8 @@ from zksched.runtime.skips import SkipLog
 log = logging.getLogger(__name__)
 
 FLUSH_INTERVAL = 2.0  # how often results that could not be written are retried
+# Instants leave the heap this long before they are due (fired on time, not earlier)
+STAGE_AHEAD = 0.25
 PREPARE_THREADS = 8
 
 
@@ -82,6 +84,8 @@ class FireScheduler:
         self._cv = threading.Condition()
         # (due, seq, job, generation, instant); instant None: take the job's lock ahead
         self._heap: list[tuple[float, int, str, int, datetime | None]] = []
+        # due -> (job, generation, instant): taken off the heap, fired when due
+        self._staged: dict[float, list[tuple[str, int, datetime]]] = {}
         self._seq = itertools.count()
         self._generations = itertools.count(1)
         self._owned: dict[str, _Owned] = {}
@@ -116,7 +120,8 @@ class FireScheduler:
     def next_due(self) -> float | None:
         """When the timer wakes next for a fire or a lock to take (epoch seconds)."""
         with self._cv:
-            return self._heap[0][0] if self._heap else None
+            heads = [self._heap[0][0]] if self._heap else []
+            return min([*self._staged, *heads], default=None)
 
     def owned_jobs(self) -> list[str]:
         with self._cv:
@@ -132,6 +137,7 @@ class FireScheduler:
         with self._cv:
             self._dispatching = False
             self._heap.clear()
+            self._staged.clear()
             self._cv.notify()
 
     def stop(self, wait_for_running: float = 30.0) -> None:
@@ -165,7 +171,7 @@ class FireScheduler:
     def _run(self) -> None:
         next_flush = 0.0
         while not self._stopping.is_set():
-            due: list[tuple[str, int, datetime, float]] = []
+            batches: list[list[tuple[JobSpec, datetime, float]]] = []  # each due at one time
             prepare: list[str] = []
             fired: list[tuple[str, _Owned, datetime]] = []  # their next instants to schedule
             if self._clock.now() >= next_flush:
@@ -189,7 +195,10 @@ class FireScheduler:
                     self._dirty = False
                     self._reconcile()
                 now = self._clock.now()
-                while self._heap and self._heap[0][0] <= now:
+                # Instants are taken off the heap STAGE_AHEAD early and wait in `_staged`: the
+                # heap work and the next instants of a burst's jobs are then done before the
+                # burst is due, not in its first milliseconds.
+                while self._heap and self._heap[0][0] <= now + STAGE_AHEAD:
                     due_ts, _, name, generation, instant = heapq.heappop(self._heap)
                     owned = self._owned.get(name)
                     if owned is None or owned.generation != generation:
@@ -198,29 +207,33 @@ class FireScheduler:
                         prepare.append(name)
                         continue
                     fired.append((name, owned, instant))
-                    due.append((name, generation, instant, due_ts))
+                    self._staged.setdefault(due_ts, []).append((name, generation, instant))
+                for name, owned, instant in fired:
+                    self._push_next(name, owned, instant)
+                for due_ts in sorted(ts for ts in self._staged if ts <= now):
+                    ready = self._dispatchable(due_ts, self._staged.pop(due_ts))
+                    if ready:
+                        batches.append(ready)
                 session = self._view.session_id if self._view is not None else None
-                if not due and not prepare:
-                    timeout = min(self._heap[0][0] - now, 1.0) if self._heap else 1.0
-                    self._cv.wait(max(timeout, 0.0))
+                if not batches and not prepare and not fired:
+                    self._cv.wait(max(self._wait_time(now), 0.0))
                     continue
-            ready: list[tuple[JobSpec, datetime, float]] = []
-            for name, generation, instant, due_ts in due:
-                spec = self._dispatchable(name, generation, instant, "scheduled")
-                if spec is not None:
-                    ready.append((spec, instant, due_ts))
-            if ready:
+            for ready in batches:
                 self._submit(self._fire_batch, ready)
-            if fired:
-                # after the submit: the claims need not wait for hundreds of next instants
-                with self._cv:
-                    for name, owned, instant in fired:
-                        if self._owned.get(name) is owned:
-                            self._push_next(name, owned, instant)
             leases = self._fire_path.leases
             for name in prepare:
                 if session is not None and not leases.ready(name, session):
                     self._submit_lock_work(self._fire_path.prepare, name, session)
+
+    def _wait_time(self, now: float) -> float:
+        """Seconds until the timer has something to do (at most 1): a staged instant due, or
+        the heap's first entry to stage. Called with the lock held."""
+        wake = now + 1.0
+        if self._heap:
+            wake = min(wake, self._heap[0][0] - STAGE_AHEAD)
+        if self._staged:
+            wake = min(wake, min(self._staged))
+        return wake - now
 
     def _push_next(self, name: str, owned: _Owned, after: datetime) -> None:
         if not self._dispatching:
@@ -237,19 +250,21 @@ class FireScheduler:
             heapq.heappush(self._heap, ahead)
 
     def _dispatchable(
-        self, name: str, generation: int, instant: datetime, kind: FireKind
-    ) -> JobSpec | None:
-        """The job's spec if this fire goes ahead now; None if it is stale, or waits behind
-        the job's catch-up."""
-        with self._cv:
+        self, due_ts: float, staged: list[tuple[str, int, datetime]]
+    ) -> list[tuple[JobSpec, datetime, float]]:
+        """Instants due now that go ahead, with their specs: not stale, and not waiting
+        behind their job's catch-up. Called with the lock held."""
+        ready = []
+        for name, generation, instant in staged:
             owned = self._owned.get(name)
             if owned is None or owned.generation != generation or not self._dispatching:
-                return None
+                continue
             backlog = self._catching_up.get(name)
             if backlog is not None:
-                backlog.append((instant, kind))  # runs after the catch-up, in order
-                return None
-            return owned.spec
+                backlog.append((instant, "scheduled"))  # runs after the catch-up, in order
+                continue
+            ready.append((owned.spec, instant, due_ts))
+        return ready
 
     def _fire_batch(self, ready: list[tuple[JobSpec, datetime, float]]) -> None:
         """Fires due together: claimed in one transaction where they can be; the rest
