@@ -436,6 +436,24 @@ def test_a_process_that_left_the_session_cannot_hold_wait_forever(tmp_path: Path
             os.kill(pid, signal.SIGKILL)
 
 
+def test_a_command_leads_its_own_process_group_inside_the_daemons_session(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Not a session of its own: with autogroup scheduling (Linux, where no cgroup does it)
+    # every session is one scheduling group, and 2,000 commands as 2,000 sessions each got as
+    # much CPU as the daemon, which then could not start the rest of its burst.
+    command = runner().start(request("sh", "-c", "cat /proc/$$/stat"))
+    command.wait(timeout=30)
+    pid = command.pid
+    assert pid is not None
+    # /proc/<pid>/stat: "pid (comm) state ppid pgrp session ..."
+    head, _, tail = output(caplog)[0].rpartition(")")
+    pgrp, session = tail.split()[2:4]
+    assert head.split()[0] == str(pid)
+    assert pgrp == str(pid), "its own process group"
+    assert session == str(os.getsid(0)), "the daemon's session"
+
+
 # -- degraded environments --------------------------------------------------------------------
 
 

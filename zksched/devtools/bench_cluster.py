@@ -227,7 +227,7 @@ def measure_zksched_delay(
 
 def measure_apscheduler_delay(n_jobs: int, seconds: int) -> Result:
     """The same jobs in one APScheduler 3 BackgroundScheduler (no coordination at all): the
-    job function starts the same command the way zksched does (own session, no shell) and
+    job function starts the same command the way zksched does (own process group, no shell) and
     returns the moment it started; scheduled_run_time comes from the event."""
     from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_EXECUTED, JobExecutionEvent  # type: ignore[import-untyped]
     from apscheduler.executors.pool import ThreadPoolExecutor  # type: ignore[import-untyped]
@@ -240,7 +240,7 @@ def measure_apscheduler_delay(n_jobs: int, seconds: int) -> Result:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            start_new_session=True,
+            process_group=0,
             close_fds=True,
         )
         started = time.time()
@@ -883,7 +883,7 @@ time.sleep(max(0.0, at - time.time()))
 starts, pids = [], []
 for _ in range(count):
     p = subprocess.Popen(["true"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, start_new_session=True, close_fds=True)
+                         stderr=subprocess.PIPE, process_group=0, close_fds=True)
     starts.append(time.time() - at)
     p.stdout.close(); p.stderr.close(); pids.append(p)
 for p in pids:
@@ -904,7 +904,7 @@ def _spawn_floor_arguments(parser: argparse.ArgumentParser) -> None:
 )
 def bench_spawn_floor(ctx: BenchContext) -> Result:
     """No scheduler at all: `--processes` Python processes (as many as the scale benchmark's
-    members) start their share of `--burst` commands the way zksched does (own session,
+    members) start their share of `--burst` commands the way zksched does (own process group,
     pipes), all at the same instant. What a burst's start delays cannot beat here."""
     burst = ctx.args.burst or (200 if ctx.quick else 2000)
     processes = ctx.args.processes or 3

@@ -13,12 +13,16 @@ Policies:
   default ``base_env`` is `default_base_env()`: ``PATH`` (the daemon's, else
   ``/usr/local/bin:/usr/bin:/bin``), and ``LANG``, ``HOME``, ``TZ`` when the daemon has them.
   stdin is ``/dev/null``; the working directory is ``request.cwd`` or ``/``.
-- **Process group.** Each command runs in a new session, so its process group holds the
-  command and everything it starts. A timeout or `terminate()` sends SIGTERM to the whole
-  group and SIGKILL after ``kill_grace`` seconds. The run ends when the command itself
-  exits; processes it left behind in its group are stopped the same way (SIGTERM, SIGKILL
-  after ``kill_grace``), so a finished run leaves nothing running that ``overlap = "skip"``
-  could not see. A process that must outlive its run has to leave the session (``setsid``).
+- **Process group.** Each command leads a new process group, which holds the command and
+  everything it starts. It stays in the daemon's session: on Linux with autogroup scheduling
+  (where no cgroup does it) each session is one scheduling group, and commands started as
+  sessions of their own each got as much CPU as the whole daemon, so a burst of them
+  starved the daemon's own threads (and every other session on the host). A timeout or
+  `terminate()` sends SIGTERM to the whole group and SIGKILL after ``kill_grace`` seconds.
+  The run ends when the command itself exits; processes it left behind in its group are
+  stopped the same way (SIGTERM, SIGKILL after ``kill_grace``), so a finished run leaves
+  nothing running that ``overlap = "skip"`` could not see. A process that must outlive its
+  run has to leave the group (``setsid``).
 - **Exit codes.** ``exit_code`` is the command's exit status, or minus the signal number when
   a signal killed it (as `subprocess` reports it: -15 for SIGTERM, -9 for SIGKILL), or None
   when it never started. A timeout or terminate keeps whatever status the command ended
@@ -177,7 +181,7 @@ class CommandRunner:
                 stderr=subprocess.PIPE,
                 cwd=cwd,
                 env={**self.base_env, **request.env},
-                start_new_session=True,
+                process_group=0,
                 close_fds=True,
                 bufsize=0,
             )
@@ -630,7 +634,7 @@ class _Monitor:
         self.runner = runner
         self.run_ = run
         self.popen = popen
-        self.pid = popen.pid  # == its process group id (start_new_session)
+        self.pid = popen.pid  # == its process group id (process_group=0)
         self.supervisor = supervisor
         self.request = run.request
         self.output = _OutputLog(runner.logger, run.request, runner.max_output_bytes)
