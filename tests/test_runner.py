@@ -26,6 +26,7 @@ from zksched.runtime.runner import (
     DEFAULT_PATH,
     MAX_LINE_BYTES,
     CommandRunner,
+    ProgramLookup,
     RunningCommand,
     RunRequest,
     RunResult,
@@ -452,6 +453,63 @@ def test_a_command_leads_its_own_process_group_inside_the_daemons_session(
     assert head.split()[0] == str(pid)
     assert pgrp == str(pid), "its own process group"
     assert session == str(os.getsid(0)), "the daemon's session"
+
+
+# -- looking a program up once for many starts ------------------------------------------------
+
+
+def executable(path: Path, mode: int = 0o755) -> Path:
+    path.write_text("#!/bin/sh\nexit 0\n")
+    path.chmod(mode)
+    return path
+
+
+def test_program_lookup_finds_what_execvp_would_run(tmp_path: Path) -> None:
+    first, second, third = (tmp_path / n for n in ("a", "b", "c"))
+    for folder in (first, second, third):
+        folder.mkdir()
+    (first / "tool").mkdir()  # a directory is skipped, as execvp skips it
+    executable(second / "tool", 0o644)  # not executable: skipped too
+    found = executable(third / "tool")
+    path = os.pathsep.join(str(f) for f in (tmp_path / "missing", first, second, third))
+    lookup = ProgramLookup()
+    assert lookup.find("tool", path) == str(found)
+    assert lookup.find("nothing-here", path) is None  # the start looks it up and says so
+    assert lookup.find("./tool", path) is None  # a slash: exec'd as given
+    assert lookup.find("tool", f"relative:{third}") is None  # depends on the cwd: not ours
+    assert lookup.find("tool", f":{third}") is None  # an empty entry is the cwd too
+    assert lookup.find("tool", str(second)) is None
+
+
+def test_program_lookup_is_per_path_and_remembers_within_its_batch(tmp_path: Path) -> None:
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    in_one, in_two = executable(one / "tool"), executable(two / "tool")
+    lookup = ProgramLookup()
+    assert lookup.find("tool", f"{one}:{two}") == str(in_one)
+    assert lookup.find("tool", f"{two}:{one}") == str(in_two)  # a job's own PATH counts
+    in_one.unlink()
+    assert lookup.find("tool", f"{one}:{two}") == str(in_one)  # one batch: looked up once
+    assert ProgramLookup().find("tool", f"{one}:{two}") == str(in_two)  # the next batch
+
+
+def test_a_program_looked_up_ahead_is_run_with_argv_as_given(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    program = ProgramLookup().find("sh", SYS_PATH)
+    assert program is not None and os.path.isabs(program)
+    result = run("sh", "-c", 'echo "$0 ran"', program=program)
+    assert (result.status, result.exit_code) == ("ok", 0)
+    assert output(caplog) == ["sh ran"]
+
+
+def test_a_program_gone_since_its_lookup_is_reported_not_found(tmp_path: Path) -> None:
+    gone_program = executable(tmp_path / "tool")
+    gone_program.unlink()
+    result = run("tool", program=str(gone_program))
+    assert (result.status, result.exit_code) == ("error", None)
+    assert result.error == "command not found: tool"
 
 
 # -- degraded environments --------------------------------------------------------------------

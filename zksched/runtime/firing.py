@@ -36,7 +36,13 @@ from zksched.runtime.clock import Clock
 from zksched.runtime.cluster import ClusterMembership, ClusterView
 from zksched.runtime.leases import LINGER, JobLeases
 from zksched.runtime.results import ResultWriter
-from zksched.runtime.runner import CommandRunner, RunningCommand, RunRequest, RunResult
+from zksched.runtime.runner import (
+    CommandRunner,
+    ProgramLookup,
+    RunningCommand,
+    RunRequest,
+    RunResult,
+)
 from zksched.runtime.skips import SkipLog
 from zksched.zk.claims import AlreadyClaimed, Claimed, FireClaims
 from zksched.zk.locks import JobLock, LockAttempt
@@ -318,21 +324,22 @@ class FirePath:
         kernel to set the child up (without the interpreter lock), and others can go
         meanwhile. Returns once every one has started (or failed to)."""
         slices = [fires[i::STARTERS] for i in range(STARTERS)]
+        programs = ProgramLookup()  # for this batch only: argv[0] looked up once
         helpers = []
         for part in slices[1:]:
             if part:
                 try:
-                    helpers.append(self._starters.submit(self._start_each, part))
+                    helpers.append(self._starters.submit(self._start_each, part, programs))
                 except RuntimeError:  # shut down (interpreter exit): start them here
-                    self._start_each(part)
-        self._start_each(slices[0])
+                    self._start_each(part, programs)
+        self._start_each(slices[0], programs)
         for helper in helpers:
             helper.result()
 
-    def _start_each(self, fires: list[_OurFire]) -> None:
+    def _start_each(self, fires: list[_OurFire], programs: ProgramLookup) -> None:
         for fire in fires:
             try:
-                self._run(fire, wait=False)
+                self._run(fire, wait=False, programs=programs)
             except Exception:
                 log.exception("%s: could not be started", fire.key)
 
@@ -423,10 +430,11 @@ class FirePath:
             time.sleep(0.1)
         return None
 
-    def _run(self, fire: _OurFire, wait: bool) -> str:
+    def _run(self, fire: _OurFire, wait: bool, programs: ProgramLookup | None = None) -> str:
         """Start the command. With wait=False the caller's thread is free as soon as it has
         started: the run's own monitor thread records the result (a pool thread is never held
-        for a command's whole run, so punctuality does not depend on how long jobs take)."""
+        for a command's whole run, so punctuality does not depend on how long jobs take).
+        `programs`: where fires started together look their command up."""
         spec, claimed, lock, key = fire.spec, fire.claimed, fire.lock, fire.key
         env = dict(spec.env)
         env.update(
@@ -450,6 +458,10 @@ class FirePath:
             finally:
                 self._done_in_flight()
 
+        program = None
+        if programs is not None:
+            path = env.get("PATH", self._runner.base_env.get("PATH"))
+            program = None if path is None else programs.find(spec.command[0], path)
         self._slots.acquire()  # --concurrency: wait for a free slot (the claim is ours)
         try:
             request = RunRequest(
@@ -459,6 +471,7 @@ class FirePath:
                 env=env,
                 cwd=spec.workdir,
                 timeout=spec.timeout,
+                program=program,
             )
             on_done = None if wait else finish
             if self._terminating:

@@ -7,7 +7,7 @@ The daemon's fire path calls `CommandRunner.start()` once it has claimed a fire,
 Policies:
 
 - **No shell.** ``argv`` is exec'd as is; ``argv[0]`` without a slash is looked up in the
-  *child's* ``PATH``.
+  *child's* ``PATH`` (once for commands started together: `ProgramLookup`).
 - **Environment.** The child gets ``base_env`` merged with ``request.env`` (the request wins),
   never the daemon's own environment: that holds secrets such as ``ZKSCHED_AUTH``. The
   default ``base_env`` is `default_base_env()`: ``PATH`` (the daemon's, else
@@ -102,6 +102,9 @@ class RunRequest:
     argv: tuple[str, ...]  # exec'd as is: no shell, ever
     env: Mapping[str, str]  # the job's env plus ZKSCHED_* vars, merged by the caller
     cwd: str | None = None  # None -> "/" (never the daemon's cwd); must be absolute
+    # argv[0] found in PATH already (`ProgramLookup`, for commands started together); None:
+    # looked up by the start itself
+    program: str | None = None
     timeout: float | None = None  # seconds from start; None (or inf) = no limit
 
 
@@ -124,6 +127,39 @@ def default_base_env(environ: Mapping[str, str] | None = None) -> dict[str, str]
         if value is not None:
             env[name] = value
     return env
+
+
+class ProgramLookup:
+    """argv[0] looked up in PATH once for many commands started at the same moment (a burst
+    of 2,000 `true`s looks it up once, not 2,000 times in each child's failed `execve`s).
+
+    Meant to live for one batch of starts only: a program installed or removed later is seen
+    by the next batch, as it would be by a lookup at each start."""
+
+    def __init__(self) -> None:
+        self._found: dict[tuple[str, str], str | None] = {}
+
+    def find(self, name: str, path: str) -> str | None:
+        """The file `execvp` would run for `name` with this PATH; None when `name` has a
+        slash, PATH has a relative entry (it would depend on the command's cwd), or nothing
+        executable is found (the start then looks it up itself and reports the error)."""
+        key = (name, path)
+        if key not in self._found:
+            self._found[key] = self._lookup(name, path)
+        return self._found[key]
+
+    @staticmethod
+    def _lookup(name: str, path: str) -> str | None:
+        if not name or "/" in name:
+            return None
+        folders = path.split(os.pathsep)
+        if not all(os.path.isabs(folder) for folder in folders):
+            return None
+        for folder in folders:
+            candidate = os.path.join(folder, name)
+            if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+                return candidate
+        return None
 
 
 class CommandRunner:
@@ -176,6 +212,7 @@ class CommandRunner:
         try:
             popen = subprocess.Popen(
                 list(request.argv),
+                executable=request.program,
                 stdin=subprocess.DEVNULL if self._devnull is None else self._devnull,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
