@@ -1,8 +1,13 @@
 from __future__ import annotations
 
-import pytest
+import json
+from dataclasses import replace
 
-from zksched.core.fires import FireRecord
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from zksched.core.fires import ClaimDraft, FireRecord
 
 
 def record(**changes: object) -> FireRecord:
@@ -46,3 +51,32 @@ def test_running_record_of_a_dead_session_shows_as_abandoned() -> None:
     assert record().shown_state({7}) == "running"
     assert record().shown_state({8}) == "abandoned"
     assert record(state="ok").shown_state(set()) == "ok"
+
+
+_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=30)
+
+
+@given(
+    job=_text,
+    member_id=_text,
+    nonce=_text,
+    claimed_at=_text,
+    session=st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    kind=st.sampled_from(["scheduled", "catchup", "trigger"]),
+    extra=st.dictionaries(_text, st.integers() | _text, max_size=3),
+)
+def test_a_claim_drafted_ahead_is_the_record_claimed_when_sent(
+    job: str,
+    member_id: str,
+    nonce: str,
+    claimed_at: str,
+    session: int,
+    kind: str,
+    extra: dict[str, object],
+) -> None:
+    made = record(job=job, member_id=member_id, nonce=nonce, session=session, kind=kind)
+    made = replace(made, extra=extra, claimed_at="whatever it was when drafted")
+    sent, payload = ClaimDraft.of(made).sent_at(claimed_at)
+    assert sent == replace(made, claimed_at=claimed_at)
+    assert payload == sent.to_json()  # byte for byte what the record would encode to
+    assert json.loads(payload)["claimed_at"] == claimed_at

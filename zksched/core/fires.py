@@ -94,3 +94,32 @@ class FireRecord:
 
 
 _FIELD_NAMES = tuple(f.name for f in fields(FireRecord))
+
+_CLAIMED_AT_FIRST = b'{"claimed_at":'  # to_json sorts the keys: claimed_at comes first
+
+
+@dataclass(frozen=True)
+class ClaimDraft:
+    """A claim record made before its instant, complete but for when it is sent
+    (`claimed_at`), and already encoded: a burst's claims can leave the moment they are
+    due, without hundreds of records to build and encode first. Made by `ClaimDraft.of`."""
+
+    record: FireRecord  # claimed_at is ""
+    _after_claimed_at: bytes  # the record's JSON after its claimed_at member
+
+    @classmethod
+    def of(cls, record: FireRecord) -> ClaimDraft:
+        blank = replace(record, claimed_at="")
+        encoded = blank.to_json()
+        head = _CLAIMED_AT_FIRST + b'"",'
+        if not encoded.startswith(head):  # a field added that sorts before claimed_at
+            raise ValueError("claimed_at is not the first member of a fire record's JSON")
+        return cls(blank, encoded[len(head) :])
+
+    def sent_at(self, claimed_at: str) -> tuple[FireRecord, bytes]:
+        """The record as it is claimed at `claimed_at`, and its JSON (as `to_json` makes it)."""
+        value = json.dumps(claimed_at).encode()
+        return (
+            replace(self.record, claimed_at=claimed_at),
+            _CLAIMED_AT_FIRST + value + b"," + self._after_claimed_at,
+        )

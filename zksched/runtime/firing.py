@@ -29,7 +29,7 @@ from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
 from zksched.core.firekey import fire_key, format_utc
-from zksched.core.fires import FireRecord, FireState
+from zksched.core.fires import ClaimDraft, FireRecord, FireState
 from zksched.core.jobspec import JobSpec
 from zksched.core.owners import command_allowed
 from zksched.runtime.clock import Clock
@@ -98,6 +98,16 @@ class _Running:
     command: RunningCommand
     lock: JobLock | None
     fire_key: str
+
+
+@dataclass(frozen=True)
+class ClaimDrafts:
+    """Claims of fires due together, made ahead of their instant (`FirePath.draft`). They
+    hold while the cluster view they were made with is the current one, each for the very
+    spec it was made from."""
+
+    view: ClusterView
+    by_fire: dict[tuple[str, datetime], tuple[JobSpec, ClaimDraft]]
 
 
 @dataclass
@@ -251,53 +261,81 @@ class FirePath:
         self._note_history(spec.name, scheduled)
         return self._run(_OurFire(spec, outcome, lock, t_due, t_claimed), wait)
 
+    def draft(self, due: list[tuple[JobSpec, datetime, float]]) -> ClaimDrafts:
+        """Ahead of scheduled fires due together: the claim of each one that may fire as
+        things stand now, built and encoded, so that at the instant `fire_many` only sends
+        them. Nothing is claimed, logged or counted here."""
+        view = self._membership.view
+        session = view.session_id
+        drafts: dict[tuple[str, datetime], tuple[JobSpec, ClaimDraft]] = {}
+        if session is not None:
+            for spec, instant, _ in due:
+                if self._why_not(spec, "scheduled", view) is None:
+                    scheduled = format_utc(instant)
+                    record = self._new_record(
+                        spec.name, scheduled, session, "running", "scheduled", claimed_at=""
+                    )
+                    drafts[(spec.name, instant)] = (spec, ClaimDraft.of(record))
+        return ClaimDrafts(view, drafts)
+
     def fire_many(
-        self, due: list[tuple[JobSpec, datetime, float]]
+        self, due: list[tuple[JobSpec, datetime, float]], drafts: ClaimDrafts | None = None
     ) -> list[tuple[JobSpec, datetime, float]]:
         """Scheduled fires due together: those ready to go (connected, ours, and for
         `overlap = "skip"` jobs their lock already held here) are claimed in one
-        transaction and started; the rest is returned, to be fired one by one (`fire`)."""
+        transaction and started; the rest is returned, to be fired one by one (`fire`).
+        `drafts`: their claims made ahead (`draft`), used where they still hold."""
         self._enter()
         with self._idle:
             self._batches += 1
         try:
-            return self._fire_many(due)
+            return self._fire_many(due, drafts)
         finally:
             with self._idle:
                 self._batches -= 1
             self._leave()
 
     def _fire_many(
-        self, due: list[tuple[JobSpec, datetime, float]]
+        self, due: list[tuple[JobSpec, datetime, float]], drafts: ClaimDrafts | None
     ) -> list[tuple[JobSpec, datetime, float]]:
         view = self._membership.view
         session = view.session_id
         claimed_at = self._clock.iso()  # one for the batch: its claims go out together
-        batch: list[tuple[JobSpec, datetime, float, JobLock | None, FireRecord]] = []
+        # Drafts made with this very view (and below, this very spec) passed the same checks.
+        drafted = drafts.by_fire if drafts is not None and drafts.view is view else {}
+        batch: list[tuple[JobSpec, datetime, float, JobLock | None, FireRecord, bytes]] = []
         rest: list[tuple[JobSpec, datetime, float]] = []
         for spec, instant, t_due in due:
-            key = fire_key(spec.name, instant)
-            if self._refusal(spec, key, "scheduled", view) is not None or session is None:
-                continue
+            draft = drafted.get((spec.name, instant))
+            if draft is None or draft[0] is not spec:
+                draft = None
+                if self._refusal(spec, fire_key(spec.name, instant), "scheduled", view):
+                    continue
+            assert session is not None  # refused as not-connected otherwise (drafts: same view)
             lock = None
             if spec.overlap == "skip":
                 lock = self._leases.take_if_held(spec.name, session)
                 if lock is None:
                     rest.append((spec, instant, t_due))
                     continue
-            scheduled = format_utc(instant)
-            record = self._new_record(
-                spec.name, scheduled, session, "running", "scheduled", claimed_at=claimed_at
-            )
-            batch.append((spec, instant, t_due, lock, record))
+            if draft is not None:
+                record, payload = draft[1].sent_at(claimed_at)
+            else:
+                record = self._new_record(
+                    spec.name, format_utc(instant), session, "running", "scheduled", claimed_at
+                )
+                payload = record.to_json()
+            batch.append((spec, instant, t_due, lock, record, payload))
         if len(batch) < 2:
             self._give_back_all(batch)
-            return rest + [(spec, instant, t_due) for spec, instant, t_due, _, _ in batch]
+            return rest + [(spec, instant, t_due) for spec, instant, t_due, *_ in batch]
         chunks = [batch[i : i + CLAIM_BATCH] for i in range(0, len(batch), CLAIM_BATCH)]
         # Every transaction is sent before any command starts: starts would otherwise slow
         # down the reading of the later transactions' replies (one interpreter lock).
         try:
-            outcomes = self._claims.claim_batches([[item[4] for item in c] for c in chunks])
+            outcomes = self._claims.claim_batches(
+                [[item[4] for item in c] for c in chunks], [[item[5] for item in c] for c in chunks]
+            )
         except Exception as exc:  # before or while sending: settle each like an unknown
             outcomes = [exc] * len(chunks)
         t_claimed = self._clock.now()
@@ -306,14 +344,14 @@ class FirePath:
             if isinstance(claimed, Exception):  # it may have applied: settle each later
                 log.warning("claim of %d fires failed (%s); settling them", len(chunk), claimed)
                 self._give_back_all(chunk)
-                for spec, instant, t_due, _, record in chunk:
+                for spec, instant, t_due, _, record, _ in chunk:
                     self._queue_retry(_Retry(spec, instant, "scheduled", t_due, record))
                     self._skip(spec.name, "claim-error", record.fire_key)
             elif claimed is None:  # not applied at all: one by one, which tells who has what
                 self._give_back_all(chunk)
-                rest += [(spec, instant, t_due) for spec, instant, t_due, _, _ in chunk]
+                rest += [(spec, instant, t_due) for spec, instant, t_due, *_ in chunk]
             else:
-                for (spec, _, t_due, lock, record), outcome in zip(chunk, claimed, strict=True):
+                for (spec, _, t_due, lock, record, _), outcome in zip(chunk, claimed, strict=True):
                     self._note_history(spec.name, record.scheduled)
                     ours.append(_OurFire(spec, outcome, lock, t_due, t_claimed))
         self._start_all(ours)
@@ -362,25 +400,34 @@ class FirePath:
         except Exception as exc:  # the claim makes the folder; _prune lists the history
             log.debug("fire folder or history of %s not read ahead: %s", job, type(exc).__name__)
 
-    def _give_back_all(self, batch: list[tuple[Any, Any, Any, JobLock | None, Any]]) -> None:
-        for spec, _, _, lock, _ in batch:
+    def _give_back_all(self, batch: list[tuple[Any, Any, Any, JobLock | None, Any, Any]]) -> None:
+        for spec, _, _, lock, *_ in batch:
             if lock is not None:
                 self._leases.give_back(spec.name, lock, keep=True)
 
     def _refusal(self, spec: JobSpec, key: str, kind: FireKind, view: ClusterView) -> str | None:
         """Why this member must not fire the job now (a skip, or "moved"); None: go on."""
-        if not view.connected or view.session_id is None:
-            return self._skip(spec.name, "not-connected", key)
-        if not command_allowed(self._settings.allowed_commands, spec.command[0]):
-            # Defence in depth: the owner table already leaves us out, unless it is stale.
-            return self._skip(
-                spec.name, "command-not-allowed", f"{key}: {spec.command[0]!r} is not allowed here"
-            )
-        if kind != "trigger" and not view.owns(spec.name, spec.labels, spec.command[0]):
+        why = self._why_not(spec, kind, view)
+        if why is None:
+            return None
+        reason, detail = why
+        if reason == "moved":
             log.debug("%s: no longer the owner; leaving it to the new one", key)
             return "moved"
+        return self._skip(spec.name, reason, key + detail)
+
+    def _why_not(self, spec: JobSpec, kind: FireKind, view: ClusterView) -> tuple[str, str] | None:
+        """(skip reason or "moved", detail) when this member must not fire the job; None: go
+        on. No side effects: drafts ask it ahead of the instant."""
+        if not view.connected or view.session_id is None:
+            return "not-connected", ""
+        if not command_allowed(self._settings.allowed_commands, spec.command[0]):
+            # Defence in depth: the owner table already leaves us out, unless it is stale.
+            return "command-not-allowed", f": {spec.command[0]!r} is not allowed here"
+        if kind != "trigger" and not view.owns(spec.name, spec.labels, spec.command[0]):
+            return "moved", ""
         if spec.paused and kind != "trigger":
-            return self._skip(spec.name, "paused", key)
+            return "paused", ""
         return None
 
     def _holder_runs(self, spec: JobSpec) -> bool:

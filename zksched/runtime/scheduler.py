@@ -23,7 +23,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -36,7 +36,7 @@ from zksched.core.firekey import fire_key, format_utc, parse_utc
 from zksched.core.jobspec import JobSpec
 from zksched.runtime.clock import Clock
 from zksched.runtime.cluster import ClusterView
-from zksched.runtime.firing import FireKind, FirePath
+from zksched.runtime.firing import ClaimDrafts, FireKind, FirePath
 from zksched.runtime.jobs import JobsSnapshot, Trigger
 from zksched.runtime.leases import LEAD
 from zksched.runtime.skips import SkipLog
@@ -86,6 +86,8 @@ class FireScheduler:
         self._heap: list[tuple[float, int, str, int, datetime | None]] = []
         # due -> (job, generation, instant): taken off the heap, fired when due
         self._staged: dict[float, list[tuple[str, int, datetime]]] = {}
+        # due -> the claims of its staged instants, being drafted (None: not worth it)
+        self._drafts: dict[float, Future[ClaimDrafts] | None] = {}
         self._seq = itertools.count()
         self._generations = itertools.count(1)
         self._owned: dict[str, _Owned] = {}
@@ -138,6 +140,7 @@ class FireScheduler:
             self._dispatching = False
             self._heap.clear()
             self._staged.clear()
+            self._drafts.clear()
             self._cv.notify()
 
     def stop(self, wait_for_running: float = 30.0) -> None:
@@ -171,7 +174,9 @@ class FireScheduler:
     def _run(self) -> None:
         next_flush = 0.0
         while not self._stopping.is_set():
-            batches: list[list[tuple[JobSpec, datetime, float]]] = []  # each due at one time
+            # fires due at one time, and their claims being drafted
+            batches: list[tuple[list[tuple[JobSpec, datetime, float]], Future[ClaimDrafts] | None]]
+            batches = []
             prepare: list[str] = []
             fired: list[tuple[str, _Owned, datetime]] = []  # their next instants to schedule
             if self._clock.now() >= next_flush:
@@ -210,20 +215,40 @@ class FireScheduler:
                     self._staged.setdefault(due_ts, []).append((name, generation, instant))
                 for name, owned, instant in fired:
                     self._push_next(name, owned, instant)
+                for due_ts in sorted({ts for ts in self._staged if ts > now} - set(self._drafts)):
+                    self._draft(due_ts)
                 for due_ts in sorted(ts for ts in self._staged if ts <= now):
                     ready = self._dispatchable(due_ts, self._staged.pop(due_ts))
+                    drafts = self._drafts.pop(due_ts, None)
                     if ready:
-                        batches.append(ready)
+                        batches.append((ready, drafts))
                 session = self._view.session_id if self._view is not None else None
                 if not batches and not prepare and not fired:
                     self._cv.wait(max(self._wait_time(now), 0.0))
                     continue
-            for ready in batches:
-                self._submit(self._fire_batch, ready)
+            for ready, drafts in batches:
+                self._submit(self._fire_batch, ready, drafts)
             leases = self._fire_path.leases
             for name in prepare:
                 if session is not None and not leases.ready(name, session):
                     self._submit_lock_work(self._fire_path.prepare, name, session)
+
+    def _draft(self, due_ts: float) -> None:
+        """Have the claims of instants due together at `due_ts` drafted while they wait (on
+        the fire pool: the timer goes on). Called with the lock held, once per due time."""
+        staged = self._staged[due_ts]
+        items = [
+            (owned.spec, instant, due_ts)
+            for name, generation, instant in staged
+            if (owned := self._owned.get(name)) is not None
+            and owned.generation == generation
+            and name not in self._catching_up
+        ]
+        if len(items) < 2:  # a lone fire is claimed on its own anyway
+            self._drafts[due_ts] = None
+            return
+        with contextlib.suppress(RuntimeError):  # the pool is shut down: we are stopping
+            self._drafts[due_ts] = self._pool.submit(self._fire_path.draft, items)
 
     def _wait_time(self, now: float) -> float:
         """Seconds until the timer has something to do (at most 1): a staged instant due, or
@@ -266,10 +291,19 @@ class FireScheduler:
             ready.append((owned.spec, instant, due_ts))
         return ready
 
-    def _fire_batch(self, ready: list[tuple[JobSpec, datetime, float]]) -> None:
+    def _fire_batch(
+        self, ready: list[tuple[JobSpec, datetime, float]], drafts: Future[ClaimDrafts] | None
+    ) -> None:
         """Fires due together: claimed in one transaction where they can be; the rest
-        (a lock to take first, a claim taken already) one by one on the pool."""
-        for spec, instant, due_ts in self._fire_path.fire_many(ready):
+        (a lock to take first, a claim taken already) one by one on the pool. Their claims'
+        drafts are used if they are ready (the fires never wait for them)."""
+        made = None
+        if drafts is not None and drafts.done():
+            try:
+                made = drafts.result()
+            except Exception:
+                log.exception("drafting the claims of %d fires failed", len(ready))
+        for spec, instant, due_ts in self._fire_path.fire_many(ready, made):
             self._submit(self._fire_path.fire, spec, instant, "scheduled", due_ts, False)
 
     def _submit_lock_work(self, fn: Callable[..., object], *args: object) -> None:
