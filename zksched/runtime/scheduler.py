@@ -12,6 +12,13 @@ claims.
 
 While a job's catch-up runs, its scheduled instants that come due wait behind it, so that a
 backlog is run oldest first and never collides with the job's own next instant.
+
+Instants leave the heap `STAGE_AHEAD` (0.25 s) before they are due and wait in a stage, by
+due time: their next instants are pushed then, and the claims of the fires due together are
+drafted on the fire pool meanwhile (`FirePath.draft`); when due, the staged instants that
+still hold (same generation, not behind a catch-up) are handed on with their drafts, if
+ready. Nothing is handed on before it is due; lock-ahead entries leave the heap up to
+`LEAD` + `STAGE_AHEAD` seconds before the fire.
 """
 
 from __future__ import annotations
@@ -120,7 +127,8 @@ class FireScheduler:
             self._cv.notify()
 
     def next_due(self) -> float | None:
-        """When the timer wakes next for a fire or a lock to take (epoch seconds)."""
+        """When the timer next hands a fire on or takes a lock ahead (epoch seconds; it
+        takes instants off its heap up to STAGE_AHEAD before that)."""
         with self._cv:
             heads = [self._heap[0][0]] if self._heap else []
             return min([*self._staged, *heads], default=None)
@@ -140,6 +148,9 @@ class FireScheduler:
             self._dispatching = False
             self._heap.clear()
             self._staged.clear()
+            for drafts in self._drafts.values():
+                if drafts is not None:
+                    drafts.cancel()
             self._drafts.clear()
             self._cv.notify()
 
@@ -177,6 +188,7 @@ class FireScheduler:
             # fires due at one time, and their claims being drafted
             batches: list[tuple[list[tuple[JobSpec, datetime, float]], Future[ClaimDrafts] | None]]
             batches = []
+            to_draft: list[tuple[Future[ClaimDrafts], list[tuple[JobSpec, datetime, float]]]] = []
             prepare: list[str] = []
             fired: list[tuple[str, _Owned, datetime]] = []  # their next instants to schedule
             if self._clock.now() >= next_flush:
@@ -213,42 +225,59 @@ class FireScheduler:
                         continue
                     fired.append((name, owned, instant))
                     self._staged.setdefault(due_ts, []).append((name, generation, instant))
-                for name, owned, instant in fired:
-                    self._push_next(name, owned, instant)
-                for due_ts in sorted({ts for ts in self._staged if ts > now} - set(self._drafts)):
-                    self._draft(due_ts)
                 for due_ts in sorted(ts for ts in self._staged if ts <= now):
                     ready = self._dispatchable(due_ts, self._staged.pop(due_ts))
                     drafts = self._drafts.pop(due_ts, None)
                     if ready:
                         batches.append((ready, drafts))
+                    elif drafts is not None:
+                        drafts.cancel()
+                for name, owned, instant in fired:
+                    self._push_next(name, owned, instant)
+                for due_ts in sorted({ts for ts in self._staged if ts > now} - set(self._drafts)):
+                    to_draft += self._draft(due_ts)
                 session = self._view.session_id if self._view is not None else None
                 if not batches and not prepare and not fired:
                     self._cv.wait(max(self._wait_time(now), 0.0))
                     continue
+            # what is due first, then the drafting of what is not yet
             for ready, drafts in batches:
                 self._submit(self._fire_batch, ready, drafts)
+            for future, items in to_draft:
+                self._submit(self._run_draft, future, items)
             leases = self._fire_path.leases
             for name in prepare:
                 if session is not None and not leases.ready(name, session):
                     self._submit_lock_work(self._fire_path.prepare, name, session)
 
-    def _draft(self, due_ts: float) -> None:
-        """Have the claims of instants due together at `due_ts` drafted while they wait (on
+    def _draft(
+        self, due_ts: float
+    ) -> list[tuple[Future[ClaimDrafts], list[tuple[JobSpec, datetime, float]]]]:
+        """The claims of instants due together at `due_ts`, to be drafted while they wait (on
         the fire pool: the timer goes on). Called with the lock held, once per due time."""
-        staged = self._staged[due_ts]
         items = [
             (owned.spec, instant, due_ts)
-            for name, generation, instant in staged
+            for name, generation, instant in self._staged[due_ts]
             if (owned := self._owned.get(name)) is not None
             and owned.generation == generation
             and name not in self._catching_up
         ]
         if len(items) < 2:  # a lone fire is claimed on its own anyway
             self._drafts[due_ts] = None
-            return
-        with contextlib.suppress(RuntimeError):  # the pool is shut down: we are stopping
-            self._drafts[due_ts] = self._pool.submit(self._fire_path.draft, items)
+            return []
+        future: Future[ClaimDrafts] = Future()
+        self._drafts[due_ts] = future
+        return [(future, items)]
+
+    def _run_draft(
+        self, future: Future[ClaimDrafts], items: list[tuple[JobSpec, datetime, float]]
+    ) -> None:
+        if not future.set_running_or_notify_cancel():
+            return  # the instant came first: not drafted at all
+        try:
+            future.set_result(self._fire_path.draft(items))
+        except Exception as exc:
+            future.set_exception(exc)
 
     def _wait_time(self, now: float) -> float:
         """Seconds until the timer has something to do (at most 1): a staged instant due, or
@@ -303,6 +332,8 @@ class FireScheduler:
                 made = drafts.result()
             except Exception:
                 log.exception("drafting the claims of %d fires failed", len(ready))
+        elif drafts is not None:
+            drafts.cancel()  # not started yet: not worth starting now
         for spec, instant, due_ts in self._fire_path.fire_many(ready, made):
             self._submit(self._fire_path.fire, spec, instant, "scheduled", due_ts, False)
 
