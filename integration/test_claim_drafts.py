@@ -63,6 +63,7 @@ def test_drafted_claims_are_sent_when_due_and_claimed_then(daemon: Daemon, tmp_p
     # d-2 was paused since its claim was drafted: its draft must not be sent
     paused = dataclasses.replace(due[2][0], paused=True)
     assert daemon.fire_path.fire_many([*due[:2], (paused, instant, due[2][2])], drafts) == []
+    assert daemon.fire_path.stats.claims_drafted == 2
 
     log = FireLog(tmp_path / "fires.log")
     wait_until(lambda: len(log.fire_keys()) == 2, 10, what="the two runs")
@@ -84,7 +85,32 @@ def test_drafts_made_with_another_cluster_view_are_not_sent(daemon: Daemon, tmp_
     # the membership changed meanwhile (a new view object, even if equal)
     stale = ClaimDrafts(dataclasses.replace(made.view), made.by_fire)
     assert daemon.fire_path.fire_many(due, stale) == []
+    assert daemon.fire_path.stats.claims_drafted == 0
     log = FireLog(tmp_path / "fires.log")
     wait_until(lambda: len(log.fire_keys()) == 2, 10, what="the two runs")
     for name in JOBS[:2]:
         assert stored(daemon, name, instant).nonce != made.by_fire[(name, instant)][1].record.nonce
+
+
+def test_the_timer_has_claims_due_together_drafted(zk: str, client_id: str, tmp_path: Path) -> None:
+    out = tmp_path / "fires.log"
+    text = "".join(recording_job(f"tick-{i}", out, overlap="allow") for i in range(4))
+    (tmp_path / "jobs.toml").write_text(text)
+    assert run_cli(zk, client_id, "jobs", "apply", str(tmp_path / "jobs.toml")).returncode == 0
+    member = Daemon(
+        DaemonConfig(
+            zk=ZkSettings(hosts=zk, session_timeout=SESSION_TIMEOUT),
+            client_id=client_id,
+            member_id="m-1",
+        )
+    )
+    member.start()
+    try:
+        log = FireLog(out)
+        log.wait_for(lambda: len(log.fire_keys()) >= 16, 20)
+    finally:
+        member.stop()
+    # every second's four claims but (maybe) those of the first seconds, during catch-up
+    assert member.fire_path.stats.claims_drafted >= 8
+    assert log.duplicates() == {}
+    assert log.started_early() == []

@@ -328,6 +328,16 @@ def test_timeout_keeps_the_status_a_command_exits_with_on_sigterm(pidfile: Path)
     assert gone(read_pid(pidfile))
 
 
+def test_a_stopped_command_is_continued_to_act_on_sigterm() -> None:
+    # stopped (SIGSTOP; a job-control stop likewise), it could not run its TERM trap and
+    # would wait for SIGKILL after the whole grace period
+    script = "trap 'exit 3' TERM; kill -STOP $$; sleep 300"
+    t0 = time.monotonic()
+    result = run("sh", "-c", script, timeout=0.5, runner_kwargs={"kill_grace": 10.0})
+    assert (result.status, result.exit_code) == ("timeout", 3)
+    assert time.monotonic() - t0 < 8.0
+
+
 def test_terminate_from_another_thread_kills_the_group(pidfile: Path) -> None:
     cmd = runner().start(request("sh", "-c", GRANDCHILD.format(pidfile=pidfile)))
     grandchild = read_pid(pidfile)
@@ -419,9 +429,9 @@ def test_processes_left_in_the_group_are_stopped_when_the_command_exits(
     assert any(getattr(r, "event", None) == "job-leftovers" for r in caplog.records)
 
 
-def test_a_process_that_left_the_session_cannot_hold_wait_forever(tmp_path: Path) -> None:
+def test_a_process_that_left_the_process_group_cannot_hold_wait_forever(tmp_path: Path) -> None:
     escaped = tmp_path / "escaped.pid"
-    # setsid: the sleep leaves our process group but keeps our stdout open.
+    # setsid: the sleep leaves the process group but keeps our stdout open.
     script = (
         f"setsid sh -c 'echo $$ > {escaped}; exec sleep 300' & "
         f"while [ ! -s {escaped} ]; do sleep 0.01; done; echo bye"
@@ -443,7 +453,8 @@ def test_a_command_leads_its_own_process_group_inside_the_daemons_session(
     # Not a session of its own: with autogroup scheduling (Linux, where no cgroup does it)
     # every session is one scheduling group, and 2,000 commands as 2,000 sessions each got as
     # much CPU as the daemon, which then could not start the rest of its burst.
-    command = runner().start(request("sh", "-c", "cat /proc/$$/stat"))
+    r = runner()
+    command = r.start(request("sh", "-c", "cat /proc/$$/stat"))
     command.wait(timeout=30)
     pid = command.pid
     assert pid is not None
@@ -452,7 +463,28 @@ def test_a_command_leads_its_own_process_group_inside_the_daemons_session(
     pgrp, session = tail.split()[2:4]
     assert head.split()[0] == str(pid)
     assert pgrp == str(pid), "its own process group"
-    assert session == str(os.getsid(0)), "the daemon's session"
+    if r.new_sessions:  # pytest run from a terminal: kept away from it
+        assert session == str(pid)
+    else:
+        assert session == str(os.getsid(0)), "the daemon's session"
+
+
+def test_with_a_terminal_each_command_gets_a_session_of_its_own(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    real_open = os.open
+
+    def tty_opens(path: str, flags: int, *args: object) -> int:
+        return real_open(os.devnull if path == "/dev/tty" else path, flags, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", tty_opens)
+    r = runner()
+    monkeypatch.undo()
+    assert r.new_sessions
+    command = r.start(request("sh", "-c", "cat /proc/$$/stat"))
+    command.wait(timeout=30)
+    pgrp, session = output(caplog)[0].rpartition(")")[2].split()[2:4]
+    assert pgrp == session == str(command.pid)
 
 
 # -- looking a program up once for many starts ------------------------------------------------
@@ -494,22 +526,36 @@ def test_program_lookup_is_per_path_and_remembers_within_its_batch(tmp_path: Pat
     assert ProgramLookup().find("tool", f"{one}:{two}") == str(in_two)  # the next batch
 
 
-def test_a_program_looked_up_ahead_is_run_with_argv_as_given(
-    caplog: pytest.LogCaptureFixture,
+def test_commands_started_together_run_what_the_lookup_found(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    program = ProgramLookup().find("sh", SYS_PATH)
-    assert program is not None and os.path.isabs(program)
-    result = run("sh", "-c", 'echo "$0 ran"', program=program)
-    assert (result.status, result.exit_code) == ("ok", 0)
-    assert output(caplog) == ["sh ran"]
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    (one / "tool").write_text('#!/bin/sh\necho "one as $0"\n')
+    (one / "tool").chmod(0o755)
+    programs = ProgramLookup()
+    path = f"{one}:{two}:{SYS_PATH}"
+    first = runner().start(request("tool", env={"PATH": path}), programs=programs).wait(30)
+    assert (first.status, first.exit_code) == ("ok", 0)
+    # installed earlier in PATH meanwhile: this batch keeps what it found
+    (two / "tool").write_text("#!/bin/sh\necho two\n")
+    (two / "tool").chmod(0o755)
+    (one / "tool").rename(tmp_path / "moved")  # ... unless it is gone: looked up again
+    second = runner().start(request("tool", env={"PATH": path}), programs=programs).wait(30)
+    assert (second.status, second.exit_code) == ("ok", 0)
+    assert output(caplog) == [f"one as {one / 'tool'}", "two"]
 
 
-def test_a_program_gone_since_its_lookup_is_reported_not_found(tmp_path: Path) -> None:
-    gone_program = executable(tmp_path / "tool")
-    gone_program.unlink()
-    result = run("tool", program=str(gone_program))
-    assert (result.status, result.exit_code) == ("error", None)
-    assert result.error == "command not found: tool"
+def test_a_program_gone_from_every_folder_is_reported_not_found(tmp_path: Path) -> None:
+    programs = ProgramLookup()
+    tool = executable(tmp_path / "tool")
+    assert programs.find("tool", str(tmp_path)) == str(tool)
+    tool.unlink()
+    result = runner().start(request("tool", env={"PATH": str(tmp_path)}), programs=programs)
+    outcome = result.wait(30)
+    assert (outcome.status, outcome.exit_code) == ("error", None)
+    assert outcome.error == "command not found: tool"
 
 
 # -- degraded environments --------------------------------------------------------------------

@@ -116,6 +116,7 @@ class FireStats:
 
     fired: int = 0
     results: dict[str, int] = field(default_factory=dict)
+    claims_drafted: int = 0  # claims sent as drafted ahead (`FirePath.draft`)
 
 
 class FirePath:
@@ -301,17 +302,22 @@ class FirePath:
         view = self._membership.view
         session = view.session_id
         claimed_at = self._clock.iso()  # one for the batch: its claims go out together
-        # Drafts made with this very view (and below, this very spec) passed the same checks.
-        drafted = drafts.by_fire if drafts is not None and drafts.view is view else {}
+        # Drafts made with this very view (and below, this very spec) passed the same checks;
+        # they are only ever made while the view has a session.
+        usable = drafts is not None and drafts.view is view and session is not None
+        drafted = drafts.by_fire if drafts is not None and usable else {}
         batch: list[tuple[JobSpec, datetime, float, JobLock | None, FireRecord, bytes]] = []
         rest: list[tuple[JobSpec, datetime, float]] = []
+        from_drafts = 0
         for spec, instant, t_due in due:
             draft = drafted.get((spec.name, instant))
             if draft is None or draft[0] is not spec:
                 draft = None
-                if self._refusal(spec, fire_key(spec.name, instant), "scheduled", view):
+                key = fire_key(spec.name, instant)
+                if self._refusal(spec, key, "scheduled", view) is not None:
                     continue
-            assert session is not None  # refused as not-connected otherwise (drafts: same view)
+            if session is None:  # refused as not-connected above
+                continue
             lock = None
             if spec.overlap == "skip":
                 lock = self._leases.take_if_held(spec.name, session)
@@ -320,6 +326,7 @@ class FirePath:
                     continue
             if draft is not None:
                 record, payload = draft[1].sent_at(claimed_at)
+                from_drafts += 1
             else:
                 record = self._new_record(
                     spec.name, format_utc(instant), session, "running", "scheduled", claimed_at
@@ -329,6 +336,8 @@ class FirePath:
         if len(batch) < 2:
             self._give_back_all(batch)
             return rest + [(spec, instant, t_due) for spec, instant, t_due, *_ in batch]
+        with self._running_lock:
+            self.stats.claims_drafted += from_drafts
         chunks = [batch[i : i + CLAIM_BATCH] for i in range(0, len(batch), CLAIM_BATCH)]
         # Every transaction is sent before any command starts: starts would otherwise slow
         # down the reading of the later transactions' replies (one interpreter lock).
@@ -505,10 +514,6 @@ class FirePath:
             finally:
                 self._done_in_flight()
 
-        program = None
-        if programs is not None:
-            path = env.get("PATH", self._runner.base_env.get("PATH"))
-            program = None if path is None else programs.find(spec.command[0], path)
         self._slots.acquire()  # --concurrency: wait for a free slot (the claim is ours)
         try:
             request = RunRequest(
@@ -518,7 +523,6 @@ class FirePath:
                 env=env,
                 cwd=spec.workdir,
                 timeout=spec.timeout,
-                program=program,
             )
             on_done = None if wait else finish
             if self._terminating:
@@ -532,6 +536,7 @@ class FirePath:
                     request,
                     on_done,
                     self._slots.release,  # the moment the command has ended, not once recorded
+                    programs,
                 )
         except BaseException:
             self._slots.release()

@@ -17,7 +17,10 @@ Policies:
   everything it starts. It stays in the daemon's session: on Linux with autogroup scheduling
   (where no cgroup does it) each session is one scheduling group, and commands started as
   sessions of their own each got as much CPU as the whole daemon, so a burst of them
-  starved the daemon's own threads (and every other session on the host). A timeout or
+  starved the daemon's own threads (and every other session on the host). Except when the
+  daemon has a controlling terminal (run by hand, `docker run -t`, tmux): then each command
+  gets a session of its own, so that it cannot reach that terminal (a prompt fails at once
+  instead of waiting for an operator, or stopping the command). A timeout or
   `terminate()` sends SIGTERM to the whole group and SIGKILL after ``kill_grace`` seconds.
   The run ends when the command itself exits; processes it left behind in its group are
   stopped the same way (SIGTERM, SIGKILL after ``kill_grace``), so a finished run leaves
@@ -34,7 +37,7 @@ Policies:
 - **Output.** stdout and stderr are logged line by line to the job logger, at most
   ``max_output_bytes`` per run (then one truncation line); the pipes are always read to the
   end so a chatty command never blocks on a full pipe. After the process group is gone,
-  output is read for at most ``output_drain`` more seconds (a process that left the session
+  output is read for at most ``output_drain`` more seconds (a process that left the group
   may keep the pipes open forever); then they are closed.
 
 Threads: one supervisor thread per runner watches every run. It polls each run's pipes and
@@ -102,9 +105,6 @@ class RunRequest:
     argv: tuple[str, ...]  # exec'd as is: no shell, ever
     env: Mapping[str, str]  # the job's env plus ZKSCHED_* vars, merged by the caller
     cwd: str | None = None  # None -> "/" (never the daemon's cwd); must be absolute
-    # argv[0] found in PATH already (`ProgramLookup`, for commands started together); None:
-    # looked up by the start itself
-    program: str | None = None
     timeout: float | None = None  # seconds from start; None (or inf) = no limit
 
 
@@ -129,12 +129,24 @@ def default_base_env(environ: Mapping[str, str] | None = None) -> dict[str, str]
     return env
 
 
+def has_controlling_terminal() -> bool:
+    """Whether this process has a controlling terminal (one its children could open)."""
+    try:
+        fd = os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    os.close(fd)
+    return True
+
+
 class ProgramLookup:
     """argv[0] looked up in PATH once for many commands started at the same moment (a burst
     of 2,000 `true`s looks it up once, not 2,000 times in each child's failed `execve`s).
 
-    Meant to live for one batch of starts only: a program installed or removed later is seen
-    by the next batch, as it would be by a lookup at each start."""
+    Meant to live for one batch of starts only (they start within a second or so, unless
+    they wait for a concurrency slot): a program installed earlier in PATH meanwhile is seen
+    by the next batch; one removed or moved meanwhile makes the start look it up again
+    (`CommandRunner.start`), as every start did before."""
 
     def __init__(self) -> None:
         self._found: dict[tuple[str, str], str | None] = {}
@@ -183,6 +195,8 @@ class CommandRunner:
         self._supervisor = _Supervisor()
         # every command's stdin; opened once (subprocess would open it for every start)
         self._devnull: int | None = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        # a session per command only where there is a terminal to keep commands away from
+        self.new_sessions = has_controlling_terminal()
 
     def close(self) -> None:
         """Give back what the runner holds for its starts (a start after this still works,
@@ -196,6 +210,7 @@ class CommandRunner:
         request: RunRequest,
         on_done: Callable[[RunResult], None] | None = None,
         on_exit: Callable[[], None] | None = None,
+        programs: ProgramLookup | None = None,
     ) -> RunningCommand:
         """Spawn the command. Never raises for a bad command or request: the returned
         RunningCommand then has pid None and wait() gives status "error".
@@ -203,29 +218,45 @@ class CommandRunner:
         `on_done` is registered before the command can end, so it runs on the run's own
         thread (not in the caller, which a quick command would otherwise make it).
         `on_exit` is called once, as soon as the run is over and before `on_done`, from the
-        supervisor thread: it must be quick and must not block (e.g. release a slot)."""
+        supervisor thread: it must be quick and must not block (e.g. release a slot).
+        `programs`: where commands started together look argv[0] up (once for all)."""
         started_at = time.time()
         problem = _check_request(request)
         if problem is not None:
             return RunningCommand._failed(request, started_at, problem, on_done, on_exit)
         cwd = "/" if request.cwd is None else request.cwd
+        env = {**self.base_env, **request.env}
+        path = env.get("PATH")
+        program = None if programs is None or path is None else programs.find(request.argv[0], path)
         try:
-            popen = subprocess.Popen(
-                list(request.argv),
-                executable=request.program,
-                stdin=subprocess.DEVNULL if self._devnull is None else self._devnull,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=cwd,
-                env={**self.base_env, **request.env},
-                process_group=0,
-                close_fds=True,
-                bufsize=0,
-            )
+            try:
+                popen = self._spawn(request, cwd, env, program)
+            except OSError:
+                if program is None:
+                    raise
+                # gone or changed since the batch looked it up: look it up now, as execvp would
+                popen = self._spawn(request, cwd, env, None)
         except (OSError, ValueError, TypeError, subprocess.SubprocessError) as exc:
             error = _describe_start_error(exc, request.argv[0], cwd)
             return RunningCommand._failed(request, started_at, error, on_done, on_exit)
         return RunningCommand._spawned(self, request, popen, started_at, on_done, on_exit)
+
+    def _spawn(
+        self, request: RunRequest, cwd: str, env: dict[str, str], program: str | None
+    ) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            list(request.argv),
+            executable=program,
+            stdin=subprocess.DEVNULL if self._devnull is None else self._devnull,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            env=env,
+            start_new_session=self.new_sessions,
+            process_group=None if self.new_sessions else 0,
+            close_fds=True,
+            bufsize=0,
+        )
 
     def refuse(
         self,
@@ -671,7 +702,7 @@ class _Monitor:
         self.runner = runner
         self.run_ = run
         self.popen = popen
-        self.pid = popen.pid  # == its process group id (process_group=0)
+        self.pid = popen.pid  # == its process group id (its own group, or session)
         self.supervisor = supervisor
         self.request = run.request
         self.output = _OutputLog(runner.logger, run.request, runner.max_output_bytes)
@@ -813,7 +844,7 @@ class _Monitor:
             elif now >= self.drain_until:
                 log.warning(
                     "job %s: output pipes still open after its process group ended "
-                    "(a process left the session?); no longer reading them",
+                    "(a process left the process group?); no longer reading them",
                     self.request.job,
                     extra={
                         "event": "job-output-abandoned",
@@ -870,6 +901,10 @@ class _Monitor:
     def _signal_group(self, sig: signal.Signals) -> None:
         try:
             os.killpg(self.pid, sig)
+            if sig == signal.SIGTERM:
+                # a stopped process (SIGSTOP, or a job-control stop) would act on SIGTERM
+                # only once continued: continue it, as systemd does
+                os.killpg(self.pid, signal.SIGCONT)
         except ProcessLookupError:
             pass
         except PermissionError:
