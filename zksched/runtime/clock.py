@@ -18,6 +18,8 @@ class Clock:
         return datetime.fromtimestamp(self.now(), UTC)
 
     def iso(self) -> str:
-        return (
-            self.now_dt().strftime("%Y-%m-%dT%H:%M:%S.") + f"{int(self.now() * 1000) % 1000:03d}Z"
+        """Now as `2026-01-02T02:00:00.123Z` (one reading of the clock for every part)."""
+        seconds, millis = divmod(int(self.now() * 1000), 1000)
+        return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.") + (
+            f"{millis:03d}Z"
         )
