@@ -22,14 +22,9 @@ from zksched.zk.connection import ZkSettings
 JOBS = ("d-0", "d-1", "d-2")
 
 
-@pytest.fixture
-def daemon(zk: str, client_id: str, tmp_path: Path) -> Iterator[Daemon]:
-    # yearly jobs: the timer leaves them alone while the test fires them by hand
-    text = "".join(
-        recording_job(name, tmp_path / "fires.log", schedule="0 0 1 1 *", overlap="allow")
-        for name in JOBS
-    )
-    (tmp_path / "jobs.toml").write_text(text)
+def member_with_jobs(zk: str, client_id: str, tmp_path: Path, jobs: str) -> Daemon:
+    """One started in-process member of a cluster whose job table is `jobs` (TOML)."""
+    (tmp_path / "jobs.toml").write_text(jobs)
     result = run_cli(zk, client_id, "jobs", "apply", str(tmp_path / "jobs.toml"))
     assert result.returncode == 0, result.stderr
     member = Daemon(
@@ -40,6 +35,17 @@ def daemon(zk: str, client_id: str, tmp_path: Path) -> Iterator[Daemon]:
         )
     )
     member.start()
+    return member
+
+
+@pytest.fixture
+def daemon(zk: str, client_id: str, tmp_path: Path) -> Iterator[Daemon]:
+    # yearly jobs: the timer leaves them alone while the test fires them by hand
+    text = "".join(
+        recording_job(name, tmp_path / "fires.log", schedule="0 0 1 1 *", overlap="allow")
+        for name in JOBS
+    )
+    member = member_with_jobs(zk, client_id, tmp_path, text)
     try:
         wait_until(lambda: member.scheduler.owned_jobs() == list(JOBS), 15, what="owning")
         yield member
@@ -95,16 +101,7 @@ def test_drafts_made_with_another_cluster_view_are_not_sent(daemon: Daemon, tmp_
 def test_the_timer_has_claims_due_together_drafted(zk: str, client_id: str, tmp_path: Path) -> None:
     out = tmp_path / "fires.log"
     text = "".join(recording_job(f"tick-{i}", out, overlap="allow") for i in range(4))
-    (tmp_path / "jobs.toml").write_text(text)
-    assert run_cli(zk, client_id, "jobs", "apply", str(tmp_path / "jobs.toml")).returncode == 0
-    member = Daemon(
-        DaemonConfig(
-            zk=ZkSettings(hosts=zk, session_timeout=SESSION_TIMEOUT),
-            client_id=client_id,
-            member_id="m-1",
-        )
-    )
-    member.start()
+    member = member_with_jobs(zk, client_id, tmp_path, text)
     try:
         log = FireLog(out)
         log.wait_for(lambda: len(log.fire_keys()) >= 16, 20)
