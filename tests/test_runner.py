@@ -490,8 +490,8 @@ def test_with_a_terminal_each_command_gets_a_session_of_its_own(
 # -- looking a program up once for many starts ------------------------------------------------
 
 
-def executable(path: Path, mode: int = 0o755) -> Path:
-    path.write_text("#!/bin/sh\nexit 0\n")
+def executable(path: Path, mode: int = 0o755, script: str = "exit 0") -> Path:
+    path.write_text(f"#!/bin/sh\n{script}\n")
     path.chmod(mode)
     return path
 
@@ -532,16 +532,14 @@ def test_commands_started_together_run_what_the_lookup_found(
     one, two = tmp_path / "one", tmp_path / "two"
     one.mkdir()
     two.mkdir()
-    (one / "tool").write_text('#!/bin/sh\necho "one as $0"\n')
-    (one / "tool").chmod(0o755)
+    executable(one / "tool", script='echo "one as $0"')
     programs = ProgramLookup()
     path = f"{one}:{two}:{SYS_PATH}"
     first = runner().start(request("tool", env={"PATH": path}), programs=programs).wait(30)
     assert (first.status, first.exit_code) == ("ok", 0)
-    # installed earlier in PATH meanwhile: this batch keeps what it found
-    (two / "tool").write_text("#!/bin/sh\necho two\n")
-    (two / "tool").chmod(0o755)
-    (one / "tool").rename(tmp_path / "moved")  # ... unless it is gone: looked up again
+    # what the batch found is moved away: the start looks the program up again (as execvp)
+    executable(two / "tool", script="echo two")
+    (one / "tool").rename(tmp_path / "moved")
     second = runner().start(request("tool", env={"PATH": path}), programs=programs).wait(30)
     assert (second.status, second.exit_code) == ("ok", 0)
     assert output(caplog) == [f"one as {one / 'tool'}", "two"]

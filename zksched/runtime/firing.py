@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
@@ -76,6 +76,17 @@ class _Retry:
     kind: FireKind
     due_at: float
     record: FireRecord | None  # the claim attempt whose outcome is unknown, if any
+
+
+class _Claiming(NamedTuple):
+    """A fire of a batch being claimed: its claim record and that record's JSON."""
+
+    spec: JobSpec
+    instant: datetime
+    t_due: float
+    lock: JobLock | None
+    record: FireRecord
+    payload: bytes
 
 
 @dataclass(frozen=True)
@@ -272,10 +283,7 @@ class FirePath:
         if session is not None:
             for spec, instant, _ in due:
                 if self._why_not(spec, "scheduled", view) is None:
-                    scheduled = format_utc(instant)
-                    record = self._new_record(
-                        spec.name, scheduled, session, "running", "scheduled", claimed_at=""
-                    )
+                    record = self._scheduled_claim(spec, instant, session, claimed_at="")
                     drafts[(spec.name, instant)] = (spec, ClaimDraft.of(record))
         return ClaimDrafts(view, drafts)
 
@@ -304,9 +312,10 @@ class FirePath:
         claimed_at = self._clock.iso()  # one for the batch: its claims go out together
         # Drafts made with this very view (and below, this very spec) passed the same checks;
         # they are only ever made while the view has a session.
-        usable = drafts is not None and drafts.view is view and session is not None
-        drafted = drafts.by_fire if drafts is not None and usable else {}
-        batch: list[tuple[JobSpec, datetime, float, JobLock | None, FireRecord, bytes]] = []
+        drafted = {}
+        if drafts is not None and drafts.view is view and session is not None:
+            drafted = drafts.by_fire
+        batch: list[_Claiming] = []
         rest: list[tuple[JobSpec, datetime, float]] = []
         from_drafts = 0
         for spec, instant, t_due in due:
@@ -328,14 +337,12 @@ class FirePath:
                 record, payload = draft[1].sent_at(claimed_at)
                 from_drafts += 1
             else:
-                record = self._new_record(
-                    spec.name, format_utc(instant), session, "running", "scheduled", claimed_at
-                )
+                record = self._scheduled_claim(spec, instant, session, claimed_at)
                 payload = record.to_json()
-            batch.append((spec, instant, t_due, lock, record, payload))
+            batch.append(_Claiming(spec, instant, t_due, lock, record, payload))
         if len(batch) < 2:
             self._give_back_all(batch)
-            return rest + [(spec, instant, t_due) for spec, instant, t_due, *_ in batch]
+            return rest + [(c.spec, c.instant, c.t_due) for c in batch]
         with self._running_lock:
             self.stats.claims_drafted += from_drafts
         chunks = [batch[i : i + CLAIM_BATCH] for i in range(0, len(batch), CLAIM_BATCH)]
@@ -343,7 +350,8 @@ class FirePath:
         # down the reading of the later transactions' replies (one interpreter lock).
         try:
             outcomes = self._claims.claim_batches(
-                [[item[4] for item in c] for c in chunks], [[item[5] for item in c] for c in chunks]
+                [[c.record for c in chunk] for chunk in chunks],
+                [[c.payload for c in chunk] for chunk in chunks],
             )
         except Exception as exc:  # before or while sending: settle each like an unknown
             outcomes = [exc] * len(chunks)
@@ -353,16 +361,16 @@ class FirePath:
             if isinstance(claimed, Exception):  # it may have applied: settle each later
                 log.warning("claim of %d fires failed (%s); settling them", len(chunk), claimed)
                 self._give_back_all(chunk)
-                for spec, instant, t_due, _, record, _ in chunk:
-                    self._queue_retry(_Retry(spec, instant, "scheduled", t_due, record))
-                    self._skip(spec.name, "claim-error", record.fire_key)
+                for c in chunk:
+                    self._queue_retry(_Retry(c.spec, c.instant, "scheduled", c.t_due, c.record))
+                    self._skip(c.spec.name, "claim-error", c.record.fire_key)
             elif claimed is None:  # not applied at all: one by one, which tells who has what
                 self._give_back_all(chunk)
-                rest += [(spec, instant, t_due) for spec, instant, t_due, *_ in chunk]
+                rest += [(c.spec, c.instant, c.t_due) for c in chunk]
             else:
-                for (spec, _, t_due, lock, record, _), outcome in zip(chunk, claimed, strict=True):
-                    self._note_history(spec.name, record.scheduled)
-                    ours.append(_OurFire(spec, outcome, lock, t_due, t_claimed))
+                for c, outcome in zip(chunk, claimed, strict=True):
+                    self._note_history(c.spec.name, c.record.scheduled)
+                    ours.append(_OurFire(c.spec, outcome, c.lock, c.t_due, t_claimed))
         self._start_all(ours)
         return rest
 
@@ -409,10 +417,10 @@ class FirePath:
         except Exception as exc:  # the claim makes the folder; _prune lists the history
             log.debug("fire folder or history of %s not read ahead: %s", job, type(exc).__name__)
 
-    def _give_back_all(self, batch: list[tuple[Any, Any, Any, JobLock | None, Any, Any]]) -> None:
-        for spec, _, _, lock, *_ in batch:
-            if lock is not None:
-                self._leases.give_back(spec.name, lock, keep=True)
+    def _give_back_all(self, batch: list[_Claiming]) -> None:
+        for c in batch:
+            if c.lock is not None:
+                self._leases.give_back(c.spec.name, c.lock, keep=True)
 
     def _refusal(self, spec: JobSpec, key: str, kind: FireKind, view: ClusterView) -> str | None:
         """Why this member must not fire the job now (a skip, or "moved"); None: go on."""
@@ -691,6 +699,14 @@ class FirePath:
             claimed_at=self._clock.iso() if claimed_at is None else claimed_at,
             kind=kind,
             **fields,
+        )
+
+    def _scheduled_claim(
+        self, spec: JobSpec, instant: datetime, session: int, claimed_at: str
+    ) -> FireRecord:
+        """The claim record of a scheduled fire (drafted ahead, or made at its instant)."""
+        return self._new_record(
+            spec.name, format_utc(instant), session, "running", "scheduled", claimed_at
         )
 
     def _record_skip(

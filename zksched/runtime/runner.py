@@ -66,6 +66,7 @@ import math
 import os
 import queue
 import select
+import shutil
 import signal
 import subprocess
 import threading
@@ -164,14 +165,9 @@ class ProgramLookup:
     def _lookup(name: str, path: str) -> str | None:
         if not name or "/" in name:
             return None
-        folders = path.split(os.pathsep)
-        if not all(os.path.isabs(folder) for folder in folders):
+        if not all(os.path.isabs(folder) for folder in path.split(os.pathsep)):
             return None
-        for folder in folders:
-            candidate = os.path.join(folder, name)
-            if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-                return candidate
-        return None
+        return shutil.which(name, path=path)  # an executable file that is not a folder
 
 
 class CommandRunner:
