@@ -86,6 +86,17 @@ class FireRecord:
     def finished(self, **changes: Any) -> FireRecord:
         return replace(self, **changes)
 
+    def with_changes(self, **changes: Any) -> FireRecord:
+        """A copy with these fields changed (names unchecked: the callers' are fixed). A
+        burst's fire path copies every record a few times: `dataclasses.replace` calls
+        `__init__` by keyword (~9 µs here), this copies the instance dict (~2 µs)."""
+        if not changes.keys() <= _FIELD_SET:
+            raise TypeError(f"not fields of a fire record: {sorted(changes.keys() - _FIELD_SET)}")
+        copy = object.__new__(FireRecord)
+        copy.__dict__.update(self.__dict__)
+        copy.__dict__.update(changes)
+        return copy
+
     def shown_state(self, live_sessions: set[int]) -> str:
         """The state to show: `abandoned` for a run whose member's session is gone."""
         if self.state == "running" and self.session not in live_sessions:
@@ -94,6 +105,7 @@ class FireRecord:
 
 
 _FIELD_NAMES = tuple(f.name for f in fields(FireRecord))
+_FIELD_SET = frozenset(_FIELD_NAMES)
 
 _CLAIMED_AT_FIRST = b'{"claimed_at":'  # to_json sorts the keys: claimed_at comes first
 
@@ -120,6 +132,6 @@ class ClaimDraft:
         """The record as it is claimed at `claimed_at`, and its JSON (as `to_json` makes it)."""
         value = json.dumps(claimed_at).encode()
         return (
-            replace(self.record, claimed_at=claimed_at),
+            self.record.with_changes(claimed_at=claimed_at),
             _CLAIMED_AT_FIRST + value + b"," + self._after_claimed_at,
         )

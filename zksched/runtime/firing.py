@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -44,13 +44,14 @@ from zksched.runtime.runner import (
     RunResult,
 )
 from zksched.runtime.skips import SkipLog
-from zksched.zk.claims import AlreadyClaimed, Claimed, FireClaims
+from zksched.zk.claims import AlreadyClaimed, Claimed, ClaimOutcome, FireClaims
 from zksched.zk.locks import JobLock, LockAttempt
 from zksched.zk.paths import ClusterPaths
 
 log = logging.getLogger("zksched.fire")
 
 CLAIM_BATCH = 200  # fires claimed in one transaction at most (~100 KB, far below 1 MB)
+FIRST_CLAIMS = 100  # fires due together claimed first, alone (`_claim_answers`)
 STARTERS = 4  # threads that start the commands of fires claimed together
 
 FireKind = Literal["scheduled", "catchup", "trigger"]
@@ -345,19 +346,13 @@ class FirePath:
             return rest + [(c.spec, c.instant, c.t_due) for c in batch]
         with self._running_lock:
             self.stats.claims_drafted += from_drafts
-        chunks = [batch[i : i + CLAIM_BATCH] for i in range(0, len(batch), CLAIM_BATCH)]
-        # Every transaction is sent before any command starts: starts would otherwise slow
-        # down the reading of the later transactions' replies (one interpreter lock).
-        try:
-            outcomes = self._claims.claim_batches(
-                [[c.record for c in chunk] for chunk in chunks],
-                [[c.payload for c in chunk] for chunk in chunks],
-            )
-        except Exception as exc:  # before or while sending: settle each like an unknown
-            outcomes = [exc] * len(chunks)
-        t_claimed = self._clock.now()
-        ours: list[_OurFire] = []
-        for chunk, claimed in zip(chunks, outcomes, strict=True):
+        first = batch[:FIRST_CLAIMS]
+        chunks = [first] + [
+            batch[i : i + CLAIM_BATCH] for i in range(len(first), len(batch), CLAIM_BATCH)
+        ]
+        answers = self._claim_answers(chunks)
+        for chunk, claimed in zip(chunks, answers, strict=True):
+            t_claimed = self._clock.now()
             if isinstance(claimed, Exception):  # it may have applied: settle each later
                 log.warning("claim of %d fires failed (%s); settling them", len(chunk), claimed)
                 self._give_back_all(chunk)
@@ -368,11 +363,34 @@ class FirePath:
                 self._give_back_all(chunk)
                 rest += [(c.spec, c.instant, c.t_due) for c in chunk]
             else:
+                ours = []
                 for c, outcome in zip(chunk, claimed, strict=True):
                     self._note_history(c.spec.name, c.record.scheduled)
                     ours.append(_OurFire(c.spec, outcome, c.lock, c.t_due, t_claimed))
-        self._start_all(ours)
+                self._start_all(ours)
         return rest
+
+    def _claim_answers(self, chunks: list[list[_Claiming]]) -> Iterator[ClaimOutcome]:
+        """Each chunk's claim outcome, in order, as soon as its reply is in. The first chunk
+        goes alone and the rest the moment its reply is in, all before its fires start
+        (starts would slow the sending down: one interpreter lock): at a common instant
+        every member's first claims are then answered first, and its starts begin while
+        ZooKeeper answers the rest, instead of after every member's claims."""
+
+        def send(part: list[list[_Claiming]]) -> Iterator[ClaimOutcome]:
+            try:
+                sent = self._claims.send_batches(
+                    [[c.record for c in chunk] for chunk in part],
+                    [[c.payload for c in chunk] for chunk in part],
+                )
+            except Exception as exc:  # before or while sending: settle each like an unknown
+                return iter([exc] * len(part))
+            return self._claims.answers(sent)
+
+        head = next(send(chunks[:1]))
+        rest = send(chunks[1:]) if len(chunks) > 1 else iter(())
+        yield head
+        yield from rest
 
     def _start_all(self, fires: list[_OurFire]) -> None:
         """Start claimed fires from `STARTERS` threads at once: a start mostly waits for the
@@ -570,8 +588,7 @@ class FirePath:
             self._running.pop(key, None)
         if lock is not None:
             lock.on_lost(None)
-        final = replace(
-            claimed.record,
+        final = claimed.record.with_changes(
             state=result.status,
             started_at=_iso(result.started_at),
             finished_at=_iso(result.finished_at),

@@ -7,7 +7,7 @@ with every fire of the job across the whole cluster.
 A create whose reply was lost (ConnectionLoss, or our deadline) may have succeeded: the
 record carries a nonce unique to the attempt, so NodeExists with our nonce means "ours".
 
-Fires due at the same instant are claimed in one transaction (`claim_batches`): one request
+Fires due at the same instant are claimed in one transaction (`send_batches`): one request
 instead of one per fire. A transaction applies whole or not at all; its creates report no
 czxid, so it also writes the `fence` node, whose mzxid is the transaction's zxid: the
 czxid of every record it created.
@@ -18,8 +18,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError, NotEmptyError
@@ -41,6 +42,18 @@ class Claimed:
 @dataclass(frozen=True)
 class AlreadyClaimed:
     record: FireRecord | None  # None when the existing record cannot be parsed
+
+
+# a batch's claims; None: it did not apply; an exception: its outcome is unknown
+ClaimOutcome = list[Claimed] | Exception | None
+
+
+class SentBatch(NamedTuple):
+    """A batch's claim transaction, sent (`FireClaims.send_batches`)."""
+
+    paths: list[str]
+    records: list[FireRecord]
+    pending: Any  # kazoo's async result
 
 
 class FireClaims:
@@ -85,12 +98,17 @@ class FireClaims:
 
     def claim_batches(
         self, batches: list[list[FireRecord]], payloads: list[list[bytes]] | None = None
-    ) -> list[list[Claimed] | Exception | None]:
-        """Claim each batch in one transaction; every transaction is sent before the first
-        reply is awaited, so a burst's claims cost one round trip, not one per batch. Per
-        batch, in order: its claims; None (it did not apply: one was claimed already, so
-        claim them one by one); or the exception that left its outcome unknown (`resolve()`
-        each one). `payloads`: the records' JSON, encoded ahead (`ClaimDraft`)."""
+    ) -> list[ClaimOutcome]:
+        """Claim each batch in one transaction (`send_batches`, then every `answers`)."""
+        return list(self.answers(self.send_batches(batches, payloads)))
+
+    def send_batches(
+        self, batches: list[list[FireRecord]], payloads: list[list[bytes]] | None = None
+    ) -> list[SentBatch]:
+        """Send one transaction per batch, all before any reply is awaited, so a burst's
+        claims cost one round trip, not one per batch. `payloads`: the records' JSON,
+        encoded ahead (`ClaimDraft`). Raises when they could not be sent (nothing known
+        to have applied; an exception after the first send leaves those sent unknown)."""
         if not self._fence_ready:
             wait(self._client.ensure_path_async(self._paths.fence), self._timeout)
             self._fence_ready = True
@@ -105,28 +123,33 @@ class FireClaims:
             for path, data in zip(paths, encoded, strict=True):
                 txn.create(path, data)
             txn.set_data(self._paths.fence, b"")
-            sent.append((paths, records, txn.commit_async()))
-        outcomes: list[list[Claimed] | Exception | None] = []
-        deadline = time.monotonic() + self._timeout  # one bound for all, not one each
-        for paths, records, pending in sent:
+            sent.append(SentBatch(paths, records, txn.commit_async()))
+        return sent
+
+    def answers(self, sent: list[SentBatch]) -> Iterator[ClaimOutcome]:
+        """Each sent batch's outcome, in order, as soon as its reply is in (one deadline
+        for all, from now): its claims; None (it did not apply: one was claimed already,
+        so claim them one by one); or the exception that left its outcome unknown
+        (`resolve()` each one). Never raises."""
+        return self._answers(sent, time.monotonic() + self._timeout)
+
+    def _answers(self, sent: list[SentBatch], deadline: float) -> Iterator[ClaimOutcome]:
+        for batch in sent:
             try:
-                results = wait(pending, max(0.001, deadline - time.monotonic()))
+                results = wait(batch.pending, max(0.001, deadline - time.monotonic()))
             except Exception as exc:  # the transaction may have applied
-                outcomes.append(exc)
+                yield exc
                 continue
             if any(isinstance(r, Exception) for r in results):
                 if any(isinstance(r, NoNodeError) for r in results):
                     self._folders.clear()  # a folder we knew is gone (a job deleted): re-check
-                outcomes.append(None)
+                yield None
                 continue
             token = results[-1].mzxid
-            outcomes.append(
-                [
-                    Claimed(path, replace(record, fencing_token=token), token)
-                    for path, record in zip(paths, records, strict=True)
-                ]
-            )
-        return outcomes
+            yield [
+                Claimed(path, record.with_changes(fencing_token=token), token)
+                for path, record in zip(batch.paths, batch.records, strict=True)
+            ]
 
     def resolve(self, record: FireRecord) -> Claimed | AlreadyClaimed | None:
         """What became of a claim attempt: ours, someone else's, or None (no record)."""

@@ -1,0 +1,121 @@
+"""Fires due together (FirePath.fire_many), against a real ZooKeeper, in one process: their
+claims go out as a small first transaction and then the rest (firing.FIRST_CLAIMS), and a
+lost reply is settled and run once."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from kazoo.handlers.threading import KazooTimeoutError
+
+from integration.fires import FireLog, recording_job
+from integration.harness import SESSION_TIMEOUT, run_cli, wait_until
+from zksched.core.firekey import format_utc
+from zksched.core.fires import FireRecord
+from zksched.runtime.daemon import Daemon, DaemonConfig
+from zksched.runtime.firing import CLAIM_BATCH, FIRST_CLAIMS
+from zksched.zk.connection import ZkSettings
+
+JOBS = ("s-0", "s-1", "s-2")
+
+
+def start_member(zk: str, client_id: str, tmp_path: Path, jobs: tuple[str, ...]) -> Daemon:
+    """An in-process member owning `jobs`: yearly jobs, which the timer leaves alone while
+    a test fires them by hand, each recording its runs in tmp_path/fires.log."""
+    text = "".join(
+        recording_job(name, tmp_path / "fires.log", schedule="0 0 1 1 *") for name in jobs
+    )
+    (tmp_path / "jobs.toml").write_text(text)
+    applied = run_cli(zk, client_id, "jobs", "apply", str(tmp_path / "jobs.toml"))
+    assert applied.returncode == 0, applied.stderr
+    daemon = Daemon(
+        DaemonConfig(
+            zk=ZkSettings(hosts=zk, session_timeout=SESSION_TIMEOUT),
+            client_id=client_id,
+            member_id="m-1",
+        )
+    )
+    daemon.start()
+    wait_until(lambda: daemon.scheduler.owned_jobs() == sorted(jobs), 30, what="owning")
+    return daemon
+
+
+@pytest.fixture
+def member(zk: str, client_id: str, tmp_path: Path) -> Iterator[Daemon]:
+    daemon = start_member(zk, client_id, tmp_path, JOBS)
+    try:
+        yield daemon
+    finally:
+        daemon.stop()
+
+
+def state_of(daemon: Daemon, job: str, instant: datetime) -> str:
+    raw, _ = daemon.client.get(daemon.paths.fire(job, format_utc(instant)))
+    return FireRecord.from_json(raw).state
+
+
+def fire_together(daemon: Daemon, instant: datetime, jobs: tuple[str, ...] = JOBS) -> float:
+    """Fire `jobs` at `instant` as one batch; returns when their starts were done."""
+    specs = [daemon.jobs.snapshot.entries[name].spec for name in jobs]
+    due = [(spec, instant, instant.timestamp()) for spec in specs if spec is not None]
+    for spec, _, _ in due:  # their locks at hand, as the timer takes them ahead
+        daemon.fire_path.prepare(spec.name, daemon.cluster.view.session_id or 0)
+    assert daemon.fire_path.fire_many(due) == []
+    return time.monotonic()
+
+
+def test_the_first_claims_go_alone_and_the_rest_after(
+    zk: str, client_id: str, tmp_path: Path
+) -> None:
+    jobs = tuple(f"b-{i:03d}" for i in range(FIRST_CLAIMS + CLAIM_BATCH + 10))
+    daemon = start_member(zk, client_id, tmp_path, jobs)
+    try:
+        instant = datetime(2030, 1, 1, tzinfo=UTC)
+        fire_together(daemon, instant, jobs)
+        log = FireLog(tmp_path / "fires.log")
+        log.wait_for(lambda: len(log.fire_keys()) == len(jobs), 30)
+    finally:
+        daemon.stop()
+    assert log.duplicates() == {}
+    # fires claimed in one transaction share its fencing token
+    by_token = Counter(token for job in jobs for _, token in log.tokens(job))
+    assert [by_token[t] for t in sorted(by_token)] == [FIRST_CLAIMS, CLAIM_BATCH, 10]
+
+
+def test_claims_whose_replies_were_lost_are_settled_and_run_once(
+    zk: str, client_id: str, tmp_path: Path
+) -> None:
+    """The transactions after the first one land, but their replies are lost: those fires
+    are skipped `claim-error`, then found to be ours and run (late), each exactly once."""
+    jobs = tuple(f"l-{i:03d}" for i in range(FIRST_CLAIMS + 20))
+    daemon = start_member(zk, client_id, tmp_path, jobs)
+    claims = daemon.fire_path.claims
+    real_answers = claims.answers
+    calls = []
+
+    def answers(sent):  # type: ignore[no-untyped-def]
+        calls.append(len(sent))
+        if len(calls) == 1:
+            return real_answers(sent)
+        landed = list(real_answers(sent))  # applied on the server...
+        assert all(isinstance(outcome, list) for outcome in landed)
+        return iter([KazooTimeoutError("injected: the reply was lost")] * len(sent))  # ...lost
+
+    claims.answers = answers  # type: ignore[method-assign]
+    try:
+        fire_together(daemon, datetime(2030, 1, 1, tzinfo=UTC), jobs)
+        assert calls == [1, 1]
+        lost = jobs[FIRST_CLAIMS:]
+        assert sum(daemon.skips.by_job[(job, "claim-error")] for job in lost) == len(lost)
+        log = FireLog(tmp_path / "fires.log")
+        log.wait_for(lambda: len(log.fire_keys()) == len(jobs), 30)
+        time.sleep(1.0)  # no second run comes after
+        assert len(log.fire_keys()) == len(jobs)
+        assert log.duplicates() == {}
+    finally:
+        daemon.stop()
