@@ -1,6 +1,8 @@
 """Fires due together (FirePath.fire_many), against a real ZooKeeper, in one process: their
-claims go out as a small first transaction and then the rest (firing.FIRST_CLAIMS), and a
-lost reply is settled and run once."""
+claims go out as a small first transaction and then the rest (firing.FIRST_CLAIMS), a lost
+reply is settled and run once, and their results wait until a moment after their starts
+(firing.SETTLE), so that a burst's result writes, lock releases and log lines stay off the
+cluster's claims and starts."""
 
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ from integration.harness import SESSION_TIMEOUT, run_cli, wait_until
 from zksched.core.firekey import format_utc
 from zksched.core.fires import FireRecord
 from zksched.runtime.daemon import Daemon, DaemonConfig
-from zksched.runtime.firing import CLAIM_BATCH, FIRST_CLAIMS
+from zksched.runtime.firing import CLAIM_BATCH, FIRST_CLAIMS, SETTLE
+from zksched.runtime.results import MAX_HOLD
 from zksched.zk.connection import ZkSettings
 
 JOBS = ("s-0", "s-1", "s-2")
@@ -67,6 +70,46 @@ def fire_together(daemon: Daemon, instant: datetime, jobs: tuple[str, ...] = JOB
         daemon.fire_path.prepare(spec.name, daemon.cluster.view.session_id or 0)
     assert daemon.fire_path.fire_many(due) == []
     return time.monotonic()
+
+
+def slow_starts(daemon: Daemon, seconds: float) -> None:
+    """Make a batch's starts take `seconds` more, as a burst's do."""
+    real = daemon.fire_path._start_all
+
+    def start_all(fires):  # type: ignore[no-untyped-def]
+        time.sleep(seconds)
+        real(fires)
+
+    daemon.fire_path._start_all = start_all  # type: ignore[method-assign]
+
+
+def test_results_of_fires_due_together_wait_a_moment_after_their_starts(
+    member: Daemon, tmp_path: Path
+) -> None:
+    instant = datetime(2030, 1, 1, tzinfo=UTC)
+    slow_starts(member, 0.8)
+    called = time.monotonic()
+    started = fire_together(member, instant)
+    took = started - called
+    log = FireLog(tmp_path / "fires.log")
+    log.wait_for(lambda: len(log.fire_keys()) == 3, 10)
+    wait_until(
+        lambda: all(state_of(member, job, instant) == "ok" for job in JOBS),
+        MAX_HOLD + 10,
+        what="the results",
+    )
+    # not before as long again as the batch took (a slow machine can only make it later)
+    assert time.monotonic() - started >= min(SETTLE, took) - 0.05
+    # the locks of these yearly jobs went back with the results
+    wait_until(lambda: not member.fire_path.leases.held_jobs(), 10, what="the locks back")
+
+
+def test_a_stopping_member_writes_its_results_without_waiting(member: Daemon) -> None:
+    slow_starts(member, 2.0)
+    fire_together(member, datetime(2031, 1, 1, tzinfo=UTC))
+    assert member.fire_path._results_wait()  # right after a batch: results wait
+    member.fire_path.leases.close()  # what a graceful stop does first
+    assert not member.fire_path._results_wait()
 
 
 def test_the_first_claims_go_alone_and_the_rest_after(

@@ -16,7 +16,7 @@ from kazoo.exceptions import NoNodeError
 
 from zksched.core.fires import FireRecord
 from zksched.devtools.faultproxy import BLACKHOLE, FaultProxy
-from zksched.runtime.results import MAX_HOLD, ResultWriter
+from zksched.runtime.results import BATCH, MAX_HOLD, ResultWriter
 from zksched.zk.claims import Claimed, FireClaims
 from zksched.zk.locks import JobLock
 from zksched.zk.paths import ClusterPaths
@@ -167,3 +167,28 @@ def test_results_wait_while_fires_start_then_release_their_locks_together(
     assert reported.acquire(timeout=10)
     assert MAX_HOLD * 0.9 <= time.monotonic() - t0 < MAX_HOLD + 5
     assert FireRecord.from_json(kazoo.get(late.path)[0]).state == "ok"
+
+
+
+def test_a_hold_that_never_ends_delays_no_result_by_more_than_max_hold(
+    zk_client: Callable[..., KazooClient], kazoo: KazooClient, zk: str, client_id: str
+) -> None:
+    # Fires due together every second keep the hold on for good: a backlog of more than
+    # one transaction's worth must still go within MAX_HOLD of each result's submission,
+    # not MAX_HOLD per transaction (which would fall behind a member's steady load).
+    claims = FireClaims(zk_client(zk, session_timeout=4.0), ClusterPaths(client_id), 3.0)
+    writer = ResultWriter(
+        claims, claims.complete, lambda c, r: None, lambda locks: None, hold=lambda: True
+    )
+    jobs = -(-(2 * BATCH + 50) // 60)  # claimed_records makes at most 60 per job
+    backlog = [c for j in range(jobs) for c in claimed_records(claims, 60, f"h-{j}")]
+    assert len(backlog) > 2 * BATCH
+    reported = threading.Semaphore(0)
+    t0 = time.monotonic()
+    for claimed in backlog:
+        writer.submit(claimed, replace(claimed.record, state="ok"), reported.release)
+    for _ in backlog:
+        assert reported.acquire(timeout=3 * MAX_HOLD + 10)
+    # one hold for the whole backlog (three transactions would have waited 3 x MAX_HOLD)
+    assert time.monotonic() - t0 < 2 * MAX_HOLD
+    assert all(FireRecord.from_json(kazoo.get(c.path)[0]).state == "ok" for c in backlog)

@@ -48,6 +48,7 @@ from zksched.devtools.daemonproc import DaemonProcess
 from zksched.devtools.zkserver import ZkServer
 from zksched.runtime.daemon import DaemonConfig
 from zksched.runtime.leases import LEAD
+from zksched.runtime.results import MAX_HOLD
 
 SESSION_TIMEOUT = 4.0  # the peers were measured with 4 s
 
@@ -214,7 +215,9 @@ def measure_zksched_delay(
         wait_for(lambda: all(m.events("fire") for m in group), 30, "first fires")
         start = math.ceil(time.time()) + 2
         end = start + seconds
-        sleep_until(end + 2.0)
+        # a fire is logged once its result is written: up to MAX_HOLD after it ended while
+        # fires due together keep coming (results.py)
+        sleep_until(end + 2.0 + MAX_HOLD)
         fires = fires_in(group, start, end)
     delays = [(float(e["started_ts"]) - float(e["scheduled_ts"])) * 1000 for e in fires]
     claims = [(float(e["claimed_ts"]) - float(e["scheduled_ts"])) * 1000 for e in fires]

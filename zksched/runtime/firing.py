@@ -15,6 +15,7 @@ job's next instant.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 import uuid
@@ -56,6 +57,8 @@ STARTERS = 4  # threads that start the commands of fires claimed together
 
 FireKind = Literal["scheduled", "catchup", "trigger"]
 PRUNE_SLACK = 5  # prune history in batches: one transaction per few fires, not one per fire
+# the longest results of fires due together wait after their starts (`_results_wait`)
+SETTLE = 1.5
 
 
 @dataclass(frozen=True)
@@ -162,7 +165,7 @@ class FirePath:
             self._write_result,
             self._keep_unwritten,
             self._leases.release_many,
-            hold=self._starting,
+            hold=self._results_wait,
         )
         self._slots = threading.BoundedSemaphore(settings.concurrency)
         self._starters = ThreadPoolExecutor(STARTERS - 1, thread_name_prefix="zksched-start")
@@ -172,6 +175,7 @@ class FirePath:
         # Results wait for these only: a single fire (a catch-up's, a trigger's) waits for
         # its own run, and its next instant for the lock its result's write gives back.
         self._batches = 0
+        self._settled_at = -math.inf  # monotonic: results wait until then (guarded by _idle)
         self._terminating = False  # terminate_all was called: start no more commands
         self._idle = threading.Condition()
         self.stats = FireStats()
@@ -298,11 +302,18 @@ class FirePath:
         self._enter()
         with self._idle:
             self._batches += 1
+        began = time.monotonic()
         try:
             return self._fire_many(due, drafts)
         finally:
+            ended = time.monotonic()
             with self._idle:
                 self._batches -= 1
+                # as long again as this batch took: the other members' batches of the same
+                # instant take about as long (at most SETTLE; a member whose batches come
+                # every second writes its results between them, not on top of the next)
+                settled = ended + min(SETTLE, ended - began)
+                self._settled_at = max(self._settled_at, settled)
             self._leave()
 
     def _fire_many(
@@ -671,10 +682,16 @@ class FirePath:
                 return True
         return not self._results.idle
 
-    def _starting(self) -> bool:
-        """Fires due together are being claimed or started (read without the lock: a hint,
-        asked often)."""
-        return self._batches > 0
+    def _results_wait(self) -> bool:
+        """Whether results should wait (read without the lock: a hint, asked often): fires
+        due together are being claimed or started here, or were until a moment ago (as long
+        again as that took, at most `SETTLE`), unless the member is stopping. In a cluster
+        every member's burst of a common instant claims through the same ZooKeeper, and on
+        a shared host starts on the same cores: a burst's result writes, lock releases and
+        log lines are nobody's critical path, its claims and starts are everybody's."""
+        if self._terminating or self._leases.closing:
+            return False
+        return self._batches > 0 or time.monotonic() < self._settled_at
 
     def _enter(self) -> None:
         with self._idle:

@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from zksched.runtime.results import MAX_HOLD
 from zksched.zk.connection import wait as wait_result
 from zksched.zk.locks import HeldLocks, JobLock, LockAttempt
 from zksched.zk.paths import ClusterPaths
@@ -36,8 +37,8 @@ LINGER = 60.0  # keep the lock after a run when the job's next fire is at most t
 # enough for a burst of thousands of jobs due at one instant to be prepared in time.
 LEAD = 10.0
 # how much longer than a ZooKeeper call a fire waits for its job's lock on its way back: the
-# result write before it may wait up to results.MAX_HOLD (1 s) behind fires being started
-ENDING_SLACK = 2.0
+# result write before it may wait up to results.MAX_HOLD behind fires due together
+ENDING_SLACK = MAX_HOLD + 1.0
 
 
 class JobLeases:

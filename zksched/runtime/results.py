@@ -8,10 +8,13 @@ company: a lone result goes at once). A transaction that does not apply (a recor
 meanwhile, e.g. by `jobs delete`) is redone one result at a time; a write that fails on the
 connection is handed to the fire path's retry list.
 
-Starts come first: while fires due together are being claimed and started (`hold()` says
-so), results wait, at most `MAX_HOLD` seconds. A burst's results (a write each, a lock
-release, a log line) then no longer compete with its own later starts for the interpreter,
-the cores and ZooKeeper, and they go in fuller transactions.
+Starts come first: while fires due together are being claimed and started, and for a
+moment after (`hold()` says so), results wait, none longer than `MAX_HOLD` seconds after it
+was submitted. A burst's results (a write each, a lock release, a log line) then no longer
+compete with its own later starts, nor with the other members' claims and starts of the
+same instant, for the interpreter, the cores and ZooKeeper, and they go in fuller
+transactions. Under a hold that never ends (fires due together every second) each result
+is written `MAX_HOLD` late, in batches, and none waits longer.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from zksched.zk.locks import JobLock
 log = logging.getLogger(__name__)
 
 BATCH = 200  # results per transaction at most (a record is ~400 bytes)
-MAX_HOLD = 1.0  # seconds a result waits at most while fires are being started
+MAX_HOLD = 3.0  # seconds a result waits at most while `hold()` says so
 HOLD_STEP = 0.01
 
 
@@ -39,6 +42,7 @@ class _Pending:
     record: FireRecord
     then: Callable[[], None]  # runs once the result is written (or handed to the retries)
     release: tuple[str, JobLock] | None  # a job's lock to give up once the result is written
+    submitted: float  # monotonic
 
 
 class ResultWriter:
@@ -74,7 +78,7 @@ class ResultWriter:
     ) -> None:
         """Write `record`, then give up `release` (job, lock) if given, then call `then`."""
         with self._cv:
-            self._queue.append(_Pending(claimed, record, then, release))
+            self._queue.append(_Pending(claimed, record, then, release, time.monotonic()))
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="zksched-results", daemon=True
@@ -96,7 +100,7 @@ class ResultWriter:
         while True:
             with self._cv:
                 self._cv.wait_for(lambda: bool(self._queue))
-            deadline = time.monotonic() + MAX_HOLD
+                deadline = self._queue[0].submitted + MAX_HOLD  # the oldest's
             while self._hold() and time.monotonic() < deadline:
                 time.sleep(HOLD_STEP)
             with self._cv:
