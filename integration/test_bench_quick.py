@@ -79,6 +79,10 @@ def test_quick_scale_fires_the_whole_burst(quick_results: dict[str, Any]) -> Non
     assert row["burst_delay_ms"]["count"] == row["burst"]
     assert row["burst_lost"] == row["burst_doubled"] == 0
     assert all(mb > 0 for mb in row["rss_mb"])
+    (burst,) = row["bursts"]  # the same burst, with the spawn floor measured before it
+    assert burst["burst_delay_ms"] == row["burst_delay_ms"]
+    assert burst["floor_ms"]["count"] == row["burst"]
+    assert burst["p99_to_floor"] > 0
 
 
 def test_quick_profile_names_the_phases(quick_results: dict[str, Any]) -> None:

@@ -589,6 +589,12 @@ def _scale_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--burst", type=at_least(1), metavar="N", help="jobs due at once (2000)")
     parser.add_argument("--idle-seconds", type=at_least(1), metavar="S", help="(20)")
     parser.add_argument(
+        "--bursts",
+        type=at_least(1),
+        metavar="N",
+        help="bursts one after the other, each with the spawn floor measured just before (1)",
+    )
+    parser.add_argument(
         "--concurrency",
         type=at_least(1),
         metavar="N",
@@ -628,13 +634,16 @@ def bench_scale(ctx: BenchContext) -> Result:
     sizes: list[int] = ctx.args.jobs or ([1_000] if ctx.quick else [10_000, 100_000])
     burst = ctx.args.burst or (50 if ctx.quick else 2_000)
     idle_seconds = ctx.args.idle_seconds or (1 if ctx.quick else 20)
+    bursts = ctx.args.bursts or 1
     rows: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="zksched-bench-") as tmp:
         workdir = Path(tmp)
         with own_zookeeper(workdir) as zk:
             for size in sizes:
                 rows.append(
-                    _scale_one(zk, workdir, size, burst, idle_seconds, ctx.args.concurrency)
+                    _scale_one(
+                        zk, workdir, size, burst, idle_seconds, ctx.args.concurrency, bursts
+                    )
                 )
     header = [
         "jobs",
@@ -666,11 +675,37 @@ def bench_scale(ctx: BenchContext) -> Result:
         for r in rows
     ]
     print(markdown_table(header, table))
+    if bursts > 1:
+        print()
+        print(
+            markdown_table(
+                ["jobs", "burst", "p50 ms", "p99 ms", "max ms", "floor p99 ms", "p99 / floor"],
+                [
+                    [
+                        f"{r['jobs']:,}",
+                        str(i + 1),
+                        f"{b['burst_delay_ms']['p50']:.0f}",
+                        f"{b['burst_delay_ms']['p99']:.0f}",
+                        f"{b['burst_delay_ms']['max']:.0f}",
+                        f"{b['floor_ms']['p99']:.0f}",
+                        f"{b['p99_to_floor']:.2f}",
+                    ]
+                    for r in rows
+                    for i, b in enumerate(r["bursts"])
+                ],
+            )
+        )
     return {"members": 3, "rows": rows}
 
 
 def _scale_one(
-    zk: str, workdir: Path, size: int, burst: int, idle_seconds: int, concurrency: int | None
+    zk: str,
+    workdir: Path,
+    size: int,
+    burst: int,
+    idle_seconds: int,
+    concurrency: int | None,
+    bursts: int = 1,
 ) -> Result:
     client_id = f"sc-{uuid.uuid4().hex[:8]}"
     jobs = quiet_daily_jobs(size, datetime.now(UTC))
@@ -699,64 +734,15 @@ def _scale_one(
             for m, b in zip(group, cpu_before, strict=True)
         ]
         rss = [round(m.rss_mb(), 1) for m in group]
-        # The burst: `burst` more jobs, all due at one instant far enough ahead for the
-        # apply, every member's reload of the changed buckets, and the taking of their locks
-        # `LEAD` seconds ahead, as for any job that exists longer than that before it fires.
-        due = math.ceil(time.time() + max(LEAD + 5.0, 2.5 * apply_s + 3))
-        at = datetime.fromtimestamp(due, UTC)
-        spec = f"{at.second} {at.minute} {at.hour} {at.day} {at.month} *"
-        jobs.update(
-            {f"burst-{i:05d}": {"schedule": spec, "command": ["true"]} for i in range(burst)}
-        )
-        progress(f"scale: burst of {burst:,} jobs due at {at.isoformat()}")
-        burst_apply_s = apply_jobs(zk, client_id, workdir, jobs)
-        if time.time() > due - 1:
-            raise RuntimeError("the burst's apply took longer than its lead time")
-
-        def burst_fires(member: Member | None = None) -> list[dict[str, Any]]:
-            return [
-                e
-                for m in (group if member is None else [member])
-                for e in m.events("fire")
-                if e["job"].startswith("burst-")
-            ]
-
-        def cpu() -> list[float]:
-            return [m.cpu_seconds(children) for m in group for children in (False, True)]
-
-        sleep_until(due - 0.5)
-        cpu_before = cpu()
-        with contextlib.suppress(TimeoutError):
-            wait_for(lambda: len(burst_fires()) >= burst, due - time.time() + 60, "the burst")
-        time.sleep(1)
-        fires = burst_fires()
-        # each member's share: when its claims came back, how its starts spread
-        per_member = []
-        for m in group:
-            mine = burst_fires(m)
-            if mine:
-                since = [
-                    {
-                        k: (float(e[k]) - float(e["scheduled_ts"])) * 1000
-                        for k in ("claimed_ts", "started_ts")
-                    }
-                    for e in mine
-                ]
-                per_member.append(
-                    {
-                        "fires": len(mine),
-                        "claimed_ms_max": round(max(x["claimed_ts"] for x in since), 1),
-                        "started_ms": percentiles([x["started_ts"] for x in since]),
-                    }
-                )
-        cpu_used = [after - before for after, before in zip(cpu(), cpu_before, strict=True)]
+        measured = [
+            _scale_burst(zk, client_id, workdir, group, jobs, f"burst{n}-", burst, apply_s)
+            for n in range(bursts)
+        ]
     finally:
         for m in group:
             m.stop()
-    keys = Counter(e["fire_key"] for e in fires)
-    delays = [(float(e["started_ts"]) - float(e["scheduled_ts"])) * 1000 for e in fires]
-    # where a start's delay went: due -> claimed, claimed -> started
-    claim_delays = [(float(e["claimed_ts"]) - float(e["scheduled_ts"])) * 1000 for e in fires]
+    first = measured[0]
+    p99s = [b["burst_delay_ms"]["p99"] for b in measured]
     result = {
         "jobs": size,
         "apply_s": round(apply_s, 2),
@@ -765,21 +751,107 @@ def _scale_one(
         "idle_cpu_percent": idle,
         "idle_seconds": idle_seconds,
         "burst": burst,
+        # the first burst's figures, as before `--bursts`; every burst's in `bursts`
+        **{k: v for k, v in first.items() if k.startswith("burst_")},
+        "concurrency": concurrency or DaemonConfig.concurrency,
+        "bursts": measured,
+        "burst_p99_ms_median": round(statistics.median(p99s), 1),
+        "p99_to_floor_median": round(statistics.median(b["p99_to_floor"] for b in measured), 3),
+    }
+    progress(f"scale: {size:,} jobs: {json.dumps(result)}")
+    return result
+
+
+def _scale_burst(
+    zk: str,
+    client_id: str,
+    workdir: Path,
+    group: Sequence[Member],
+    jobs: dict[str, dict[str, Any]],
+    prefix: str,
+    burst: int,
+    apply_s: float,
+) -> Result:
+    """`burst` more jobs (named `prefix`...), all due at one instant far enough ahead for the
+    apply, every member's reload of the changed buckets, and the taking of their locks
+    `LEAD` seconds ahead, as for any job that exists longer than that before it fires; the
+    spawn floor measured shortly before it (the machine's state of the moment: on a shared
+    machine a burst's p99 moves with it, the ratio much less)."""
+    due = math.ceil(time.time() + max(LEAD + 10.0, 2.5 * apply_s + 8))
+    at = datetime.fromtimestamp(due, UTC)
+    spec = f"{at.second} {at.minute} {at.hour} {at.day} {at.month} *"
+    jobs.update({f"{prefix}{i:05d}": {"schedule": spec, "command": ["true"]} for i in range(burst)})
+    progress(f"scale: burst of {burst:,} jobs due at {at.isoformat()}")
+    burst_apply_s = apply_jobs(zk, client_id, workdir, jobs)
+    if time.time() > due - 1:
+        raise RuntimeError("the burst's apply took longer than its lead time")
+    # once the members have read the new jobs and before they take their locks (LEAD
+    # ahead of the instant): an idle cluster
+    time.sleep(3.0)
+    floor = spawn_floor(burst, len(group))
+    if time.time() > due - LEAD:
+        raise RuntimeError("the spawn floor ran into the taking of the burst's locks")
+
+    def burst_fires(member: Member | None = None) -> list[dict[str, Any]]:
+        return [
+            e
+            for m in (group if member is None else [member])
+            for e in m.events("fire")
+            if e["job"].startswith(prefix)
+        ]
+
+    def cpu() -> list[float]:
+        return [m.cpu_seconds(children) for m in group for children in (False, True)]
+
+    sleep_until(due - 0.5)
+    cpu_before = cpu()
+    # Fires are logged with their results, which wait until the burst has settled: no
+    # reading of the members' logs (this process's CPU) during the burst itself.
+    sleep_until(due + 2.0)
+    with contextlib.suppress(TimeoutError):
+        wait_for(lambda: len(burst_fires()) >= burst, due - time.time() + 60, "the burst")
+    time.sleep(1)
+    fires = burst_fires()
+    # each member's share: when its claims came back, how its starts spread
+    per_member = []
+    for m in group:
+        mine = burst_fires(m)
+        if mine:
+            since = [
+                {
+                    k: (float(e[k]) - float(e["scheduled_ts"])) * 1000
+                    for k in ("claimed_ts", "started_ts")
+                }
+                for e in mine
+            ]
+            per_member.append(
+                {
+                    "fires": len(mine),
+                    "claimed_ms_max": round(max(x["claimed_ts"] for x in since), 1),
+                    "started_ms": percentiles([x["started_ts"] for x in since]),
+                }
+            )
+    cpu_used = [after - before for after, before in zip(cpu(), cpu_before, strict=True)]
+    keys = Counter(e["fire_key"] for e in fires)
+    delays = [(float(e["started_ts"]) - float(e["scheduled_ts"])) * 1000 for e in fires]
+    # where a start's delay went: due -> claimed, claimed -> started
+    claim_delays = [(float(e["claimed_ts"]) - float(e["scheduled_ts"])) * 1000 for e in fires]
+    stats = percentiles(delays)
+    return {
         "burst_apply_s": round(burst_apply_s, 2),
-        "burst_delay_ms": percentiles(delays),
+        "burst_delay_ms": stats,
         "burst_claimed_ms": percentiles(claim_delays),
         # CPU seconds from 0.5 s before the burst until 1 s after its last fire was logged
         "burst_cpu_s": {
             "daemons": round(sum(cpu_used[0::2]), 2),
             "commands": round(sum(cpu_used[1::2]), 2),
         },
-        "concurrency": concurrency or DaemonConfig.concurrency,
         "burst_by_member": per_member,
         "burst_lost": burst - len(keys),
         "burst_doubled": sum(1 for n in keys.values() if n > 1),
+        "floor_ms": floor,
+        "p99_to_floor": round(stats["p99"] / floor["p99"], 3) if floor["p99"] else math.nan,
     }
-    progress(f"scale: {size:,} jobs: {json.dumps(result)}")
-    return result
 
 
 # --- profile ------------------------------------------------------------------------------
@@ -895,6 +967,24 @@ print(" ".join(f"{s:.6f}" for s in starts))
 """
 
 
+def spawn_floor(burst: int, processes: int) -> dict[str, float]:
+    """Start delays (ms) of `burst` `true`s started by `processes` plain Python loops at one
+    instant, a second from now (see `bench_spawn_floor`)."""
+    at = time.time() + 1.0
+    shares = [burst // processes + (1 if i < burst % processes else 0) for i in range(processes)]
+    spawners = [
+        subprocess.Popen(
+            [sys.executable, "-c", SPAWNER, str(n), str(at)], stdout=subprocess.PIPE, text=True
+        )
+        for n in shares
+    ]
+    delays: list[float] = []
+    for spawner in spawners:
+        out, _ = spawner.communicate(timeout=120)
+        delays += [float(v) * 1000 for v in out.split()]
+    return percentiles(delays)
+
+
 def _spawn_floor_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--burst", type=at_least(1), metavar="N", help="processes (2000)")
     parser.add_argument("--processes", type=at_least(1), metavar="N", help="spawners (3)")
@@ -911,19 +1001,7 @@ def bench_spawn_floor(ctx: BenchContext) -> Result:
     pipes), all at the same instant. What a burst's start delays cannot beat here."""
     burst = ctx.args.burst or (200 if ctx.quick else 2000)
     processes = ctx.args.processes or 3
-    at = time.time() + 1.0
-    shares = [burst // processes + (1 if i < burst % processes else 0) for i in range(processes)]
-    spawners = [
-        subprocess.Popen(
-            [sys.executable, "-c", SPAWNER, str(n), str(at)], stdout=subprocess.PIPE, text=True
-        )
-        for n in shares
-    ]
-    delays: list[float] = []
-    for spawner in spawners:
-        out, _ = spawner.communicate(timeout=120)
-        delays += [float(v) * 1000 for v in out.split()]
-    stats = percentiles(delays)
+    stats = spawn_floor(burst, processes)
     print(
         markdown_table(
             ["burst", "spawners", "p50 ms", "p95 ms", "p99 ms", "max ms"],
