@@ -192,3 +192,32 @@ def test_a_hold_that_never_ends_delays_no_result_by_more_than_max_hold(
     # one hold for the whole backlog (three transactions would have waited 3 x MAX_HOLD)
     assert time.monotonic() - t0 < 2 * MAX_HOLD
     assert all(FireRecord.from_json(kazoo.get(c.path)[0]).state == "ok" for c in backlog)
+
+
+def test_a_result_whose_lock_another_member_waits_for_does_not_wait(
+    zk_client: Callable[..., KazooClient], kazoo: KazooClient, zk: str, client_id: str
+) -> None:
+    # The job moved: its new owner skips `still-running` while the lock is held and the
+    # record says `running`, so this result (and those queued before it) goes at once.
+    claims = FireClaims(zk_client(zk, session_timeout=4.0), ClusterPaths(client_id), 3.0)
+    released: list[str] = []
+    writer = ResultWriter(
+        claims,
+        claims.complete,
+        lambda c, r: None,
+        lambda locks: released.extend(job for job, _ in locks),
+        hold=lambda: True,
+    )
+    before, moved = claimed_records(claims, 2, "u")
+    reported = threading.Semaphore(0)
+    t0 = time.monotonic()
+    writer.submit(before, replace(before.record, state="ok"), reported.release)
+    lock = cast(JobLock, object())  # only handed on to release_locks
+    writer.submit(
+        moved, replace(moved.record, state="ok"), reported.release, ("u", lock), urgent=True
+    )
+    for _ in range(2):
+        assert reported.acquire(timeout=MAX_HOLD + 10)
+    assert time.monotonic() - t0 < MAX_HOLD - 1.0, "it waited for the hold"
+    assert released == ["u"]
+    assert FireRecord.from_json(kazoo.get(moved.path)[0]).state == "ok"

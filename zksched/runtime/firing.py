@@ -619,9 +619,13 @@ class FirePath:
         # the writer's thread after the result (with the others of its batch): a slow
         # ZooKeeper never holds up the completion of other runs, and with it their locks.
         release = None if lock is None or keep else (spec.name, lock)
+        moved = False
         if release is not None:
             self._leases.ending(spec.name)
-        self._results.submit(claimed, final, report, release)
+            # its new owner finds the lock held and this run's record `running` until the
+            # result is written (and skips `still-running`): no waiting for a burst to settle
+            moved = not self._membership.view.owns(spec.name, spec.labels, spec.command[0])
+        self._results.submit(claimed, final, report, release, urgent=moved)
 
     def _report(self, fire: _OurFire, t_started: float, result: RunResult) -> None:
         """Count and log a fire whose result is written."""

@@ -14,7 +14,10 @@ was submitted. A burst's results (a write each, a lock release, a log line) then
 compete with its own later starts, nor with the other members' claims and starts of the
 same instant, for the interpreter, the cores and ZooKeeper, and they go in fuller
 transactions. Under a hold that never ends (fires due together every second) each result
-is written `MAX_HOLD` late, in batches, and none waits longer.
+is written `MAX_HOLD` late, in batches, and none waits longer. A result whose lock another
+member is waiting for (the job moved to it) does not wait at all: until it is written that
+member finds the lock held and the job's newest record `running`, and skips the instant as
+`still-running`.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ class _Pending:
     then: Callable[[], None]  # runs once the result is written (or handed to the retries)
     release: tuple[str, JobLock] | None  # a job's lock to give up once the result is written
     submitted: float  # monotonic
+    urgent: bool  # written without waiting for `hold()` (and the results queued before it)
 
 
 class ResultWriter:
@@ -66,6 +70,7 @@ class ResultWriter:
         self._hold = hold
         self._cv = threading.Condition()
         self._queue: list[_Pending] = []
+        self._urgent = 0  # urgent results in the queue
         self._busy = False
         self._thread: threading.Thread | None = None
 
@@ -75,10 +80,15 @@ class ResultWriter:
         record: FireRecord,
         then: Callable[[], None],
         release: tuple[str, JobLock] | None = None,
+        urgent: bool = False,
     ) -> None:
-        """Write `record`, then give up `release` (job, lock) if given, then call `then`."""
+        """Write `record`, then give up `release` (job, lock) if given, then call `then`.
+        `urgent`: another member waits for that lock (the job moved): no hold."""
         with self._cv:
-            self._queue.append(_Pending(claimed, record, then, release, time.monotonic()))
+            self._queue.append(
+                _Pending(claimed, record, then, release, time.monotonic(), urgent)
+            )
+            self._urgent += urgent
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="zksched-results", daemon=True
@@ -101,10 +111,11 @@ class ResultWriter:
             with self._cv:
                 self._cv.wait_for(lambda: bool(self._queue))
                 deadline = self._queue[0].submitted + MAX_HOLD  # the oldest's
-            while self._hold() and time.monotonic() < deadline:
+            while self._hold() and not self._urgent and time.monotonic() < deadline:
                 time.sleep(HOLD_STEP)
             with self._cv:
                 batch, self._queue = self._queue[:BATCH], self._queue[BATCH:]
+                self._urgent -= sum(p.urgent for p in batch)
                 self._busy = True
             try:
                 self._write(batch)
