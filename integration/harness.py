@@ -18,6 +18,8 @@ from kazoo.client import KazooClient
 
 from zksched.devtools import daemonproc
 from zksched.devtools.zkserver import ZkServer, ZooKeeperNotFound, find_classpath
+from zksched.runtime.daemon import Daemon, DaemonConfig
+from zksched.zk.connection import ZkSettings
 
 HOSTNAME = socket.gethostname()
 SESSION_TIMEOUT = 3.0  # short, so that expiry tests stay quick; the server allows >= 1 s
@@ -202,3 +204,19 @@ def run_cli(
         timeout=timeout,
         stdin=subprocess.DEVNULL,
     )
+
+
+def member_with_jobs(zk: str, client_id: str, tmp_path: Path, jobs: str) -> Daemon:
+    """One started in-process member of a cluster whose job table is `jobs` (TOML)."""
+    (tmp_path / "jobs.toml").write_text(jobs)
+    result = run_cli(zk, client_id, "jobs", "apply", str(tmp_path / "jobs.toml"))
+    assert result.returncode == 0, result.stderr
+    member = Daemon(
+        DaemonConfig(
+            zk=ZkSettings(hosts=zk, session_timeout=SESSION_TIMEOUT),
+            client_id=client_id,
+            member_id="m-1",
+        )
+    )
+    member.start()
+    return member

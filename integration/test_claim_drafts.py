@@ -12,30 +12,13 @@ from pathlib import Path
 import pytest
 
 from integration.fires import FireLog, recording_job
-from integration.harness import SESSION_TIMEOUT, run_cli, wait_until
+from integration.harness import member_with_jobs, wait_until
 from zksched.core.firekey import format_utc
 from zksched.core.fires import FireRecord
-from zksched.runtime.daemon import Daemon, DaemonConfig
+from zksched.runtime.daemon import Daemon
 from zksched.runtime.firing import ClaimDrafts
-from zksched.zk.connection import ZkSettings
 
 JOBS = ("d-0", "d-1", "d-2")
-
-
-def member_with_jobs(zk: str, client_id: str, tmp_path: Path, jobs: str) -> Daemon:
-    """One started in-process member of a cluster whose job table is `jobs` (TOML)."""
-    (tmp_path / "jobs.toml").write_text(jobs)
-    result = run_cli(zk, client_id, "jobs", "apply", str(tmp_path / "jobs.toml"))
-    assert result.returncode == 0, result.stderr
-    member = Daemon(
-        DaemonConfig(
-            zk=ZkSettings(hosts=zk, session_timeout=SESSION_TIMEOUT),
-            client_id=client_id,
-            member_id="m-1",
-        )
-    )
-    member.start()
-    return member
 
 
 @pytest.fixture

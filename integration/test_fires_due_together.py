@@ -16,13 +16,12 @@ import pytest
 from kazoo.handlers.threading import KazooTimeoutError
 
 from integration.fires import FireLog, recording_job
-from integration.harness import SESSION_TIMEOUT, run_cli, wait_until
+from integration.harness import member_with_jobs, wait_until
 from zksched.core.firekey import format_utc
 from zksched.core.fires import FireRecord
-from zksched.runtime.daemon import Daemon, DaemonConfig
+from zksched.runtime.daemon import Daemon
 from zksched.runtime.firing import CLAIM_BATCH, FIRST_CLAIMS, SETTLE
 from zksched.runtime.results import MAX_HOLD
-from zksched.zk.connection import ZkSettings
 
 JOBS = ("s-0", "s-1", "s-2")
 
@@ -33,17 +32,7 @@ def start_member(zk: str, client_id: str, tmp_path: Path, jobs: tuple[str, ...])
     text = "".join(
         recording_job(name, tmp_path / "fires.log", schedule="0 0 1 1 *") for name in jobs
     )
-    (tmp_path / "jobs.toml").write_text(text)
-    applied = run_cli(zk, client_id, "jobs", "apply", str(tmp_path / "jobs.toml"))
-    assert applied.returncode == 0, applied.stderr
-    daemon = Daemon(
-        DaemonConfig(
-            zk=ZkSettings(hosts=zk, session_timeout=SESSION_TIMEOUT),
-            client_id=client_id,
-            member_id="m-1",
-        )
-    )
-    daemon.start()
+    daemon = member_with_jobs(zk, client_id, tmp_path, text)
     wait_until(lambda: daemon.scheduler.owned_jobs() == sorted(jobs), 30, what="owning")
     return daemon
 
