@@ -80,3 +80,32 @@ def test_a_claim_drafted_ahead_is_the_record_claimed_when_sent(
     assert sent == replace(made, claimed_at=claimed_at)
     assert payload == sent.to_json()  # byte for byte what the record would encode to
     assert json.loads(payload)["claimed_at"] == claimed_at
+
+
+@given(
+    state=st.sampled_from(["running", "ok", "failed", "skipped"]),
+    exit_code=st.none() | st.integers(-64, 255),
+    token=st.none() | st.integers(0, 2**62),
+    claimed_at=st.text(max_size=30),
+)
+def test_with_changes_is_dataclasses_replace(
+    state: str, exit_code: int | None, token: int | None, claimed_at: str
+) -> None:
+    original = record(extra={"k": 1})
+    changes = {
+        "state": state,
+        "exit_code": exit_code,
+        "fencing_token": token,
+        "claimed_at": claimed_at,
+    }
+    changed = original.with_changes(**changes)
+    assert changed == replace(original, **changes)  # type: ignore[arg-type]
+    assert changed.to_json() == replace(original, **changes).to_json()  # type: ignore[arg-type]
+    assert original == record(extra={"k": 1})  # the original is untouched
+    with pytest.raises(AttributeError):  # as frozen as any other record
+        changed.state = "ok"  # type: ignore[misc]
+
+
+def test_with_changes_refuses_a_name_that_is_no_field() -> None:
+    with pytest.raises(TypeError, match="stat"):
+        record().with_changes(stat="ok")
