@@ -606,7 +606,10 @@ class FirePath:
             exit_code=result.exit_code,
             error=result.error,
         )
-        keep = lock is not None and self._keeps_lease(spec, lock)
+        # one view for both questions: keep the lock, and does a new owner wait for it
+        view = self._membership.view
+        owned = view.owns(spec.name, spec.labels, spec.command[0])
+        keep = lock is not None and owned and self._keeps_lease(spec, lock, view)
         if lock is not None and keep:
             # The command has ended: the job's next fire may go while this result is written.
             self._leases.give_back(spec.name, lock, keep=True)
@@ -619,12 +622,12 @@ class FirePath:
         # the writer's thread after the result (with the others of its batch): a slow
         # ZooKeeper never holds up the completion of other runs, and with it their locks.
         release = None if lock is None or keep else (spec.name, lock)
-        moved = False
         if release is not None:
             self._leases.ending(spec.name)
-            # its new owner finds the lock held and this run's record `running` until the
-            # result is written (and skips `still-running`): no waiting for a burst to settle
-            moved = not self._membership.view.owns(spec.name, spec.labels, spec.command[0])
+        # A job that moved: its new owner finds the lock held and this run's record
+        # `running` until the result is written (and skips `still-running`), so this one
+        # does not wait for a burst to settle.
+        moved = release is not None and not owned
         self._results.submit(claimed, final, report, release, urgent=moved)
 
     def _report(self, fire: _OurFire, t_started: float, result: RunResult) -> None:
@@ -659,12 +662,10 @@ class FirePath:
         for observer in self.observers:
             observer(event)
 
-    def _keeps_lease(self, spec: JobSpec, lock: JobLock) -> bool:
-        """Keep the job's lock after this run: still ours, and its next fire is near."""
-        view = self._membership.view
+    def _keeps_lease(self, spec: JobSpec, lock: JobLock, view: ClusterView) -> bool:
+        """Keep the lock of a job this member still owns (in `view`) after this run: still
+        good, and the job's next fire is near."""
         if self._leases.closing or lock.lost or view.session_id != lock.session_id:
-            return False
-        if not view.owns(spec.name, spec.labels, spec.command[0]):
             return False
         now = self._clock.now()
         try:
