@@ -119,15 +119,18 @@ def test_the_first_claims_go_alone_and_the_rest_after(
     assert [by_token[t] for t in sorted(by_token)] == [FIRST_CLAIMS, CLAIM_BATCH, 10]
 
 
-def test_claims_whose_replies_were_lost_are_settled_and_run_once(
-    zk: str, client_id: str, tmp_path: Path
+@pytest.mark.parametrize("failure", ["reply lost", "not sent"])
+def test_claims_after_the_first_that_fail_are_settled_and_run_once(
+    zk: str, client_id: str, tmp_path: Path, failure: str
 ) -> None:
-    """The transactions after the first one land, but their replies are lost: those fires
-    are skipped `claim-error`, then found to be ours and run (late), each exactly once."""
+    """The transactions after the first one land but their replies are lost, or they are
+    never sent (the connection went between the first reply and the rest): those fires are
+    skipped `claim-error`, then found to be ours (or still free) and run late, each exactly
+    once."""
     jobs = tuple(f"l-{i:03d}" for i in range(FIRST_CLAIMS + 20))
     daemon = start_member(zk, client_id, tmp_path, jobs)
     claims = daemon.fire_path.claims
-    real_answers = claims.answers
+    real_answers, real_send = claims.answers, claims.send_batches
     calls = []
 
     def answers(sent):  # type: ignore[no-untyped-def]
@@ -138,7 +141,16 @@ def test_claims_whose_replies_were_lost_are_settled_and_run_once(
         assert all(isinstance(outcome, list) for outcome in landed)
         return iter([KazooTimeoutError("injected: the reply was lost")] * len(sent))  # ...lost
 
-    claims.answers = answers  # type: ignore[method-assign]
+    def send_batches(batches, payloads=None):  # type: ignore[no-untyped-def]
+        calls.append(len(batches))
+        if len(calls) == 1:
+            return real_send(batches, payloads)
+        raise KazooTimeoutError("injected: the connection went before the rest was sent")
+
+    if failure == "reply lost":
+        claims.answers = answers  # type: ignore[method-assign]
+    else:
+        claims.send_batches = send_batches  # type: ignore[method-assign]
     try:
         fire_together(daemon, datetime(2030, 1, 1, tzinfo=UTC), jobs)
         assert calls == [1, 1]
