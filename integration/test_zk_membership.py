@@ -230,3 +230,41 @@ def test_member_recovers_when_kazoo_connection_loop_dies(
     proxy.set_mode(PASS)
     wait_until(lambda: membership.view.active, 30, what="client restarted and member back")
     membership.stop()
+
+
+def test_a_resync_with_the_same_members_publishes_nothing_and_keeps_the_table(
+    zk_client: Callable[..., KazooClient],
+    proxy_to: Callable[..., FaultProxy],
+    zk: str,
+    client_id: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A re-read that finds the members unchanged (the periodic resync, a reconnect) must not
+    make the scheduler re-align 100,000 jobs, nor recompute their owners."""
+    monkeypatch.setattr("zksched.runtime.cluster.RESYNC_INTERVAL", 0.2)
+    proxy = proxy_to()
+    paths = ClusterPaths(client_id)
+    membership = ClusterMembership(zk_client(proxy.address), paths, Member(member_id="m"), TIMEOUT)
+    published = []
+    membership.add_view_listener(published.append)
+    membership.start()
+    wait_until(lambda: membership.view.active, 10, what="joined")
+    table = membership.view.table
+    assert table.owner("job-1") == "m"
+    seen = len(published)
+    time.sleep(1.5)  # several resyncs
+    assert len(published) == seen
+    assert membership.view.table is table
+
+    proxy.set_mode("reset")  # reconnect, same session: disconnected, then the same view
+    wait_until(lambda: not membership.view.connected, 5, what="disconnected")
+    proxy.set_mode(PASS)
+    wait_until(lambda: membership.view.active, 10, what="reconnected")
+    assert membership.view.table is table  # its memo of owners kept
+
+    other = ClusterMembership(zk_client(zk), paths, Member(member_id="o"), TIMEOUT)
+    other.start()
+    wait_until(lambda: len(membership.view.table) == 2, 5, what="join seen")
+    assert published[-1].table is not table
+    other.stop()
+    membership.stop()
