@@ -10,6 +10,7 @@ from zksched.runtime.gcsteward import (
     MAX_INTERVAL,
     MIN_INTERVAL,
     NO_AUTOMATIC_FULL_PASS,
+    PAUSE_SHARE,
     QUIET_AHEAD,
     GcSteward,
 )
@@ -27,6 +28,18 @@ def test_a_pass_is_due_when_quiet_after_the_minimum_or_always_after_the_maximum(
     assert steward.due(now[0] + MIN_INTERVAL, quiet=True)
     assert not steward.due(now[0] + MAX_INTERVAL - 1, quiet=False)  # busy: wait
     assert steward.due(now[0] + MAX_INTERVAL, quiet=False)  # but not for ever
+
+
+def test_long_passes_come_seldom_enough_to_keep_their_share_of_the_time_small() -> None:
+    now = [1000.0]
+    steward = GcSteward(lambda ahead: True, clock=lambda: now[0])
+    steward.last_pause = 0.4  # 100,000 jobs: a full pass holds everything this long
+    spacing = 0.4 / PAUSE_SHARE
+    assert spacing > MIN_INTERVAL
+    assert not steward.due(now[0] + spacing - 1, quiet=True)
+    assert steward.due(now[0] + spacing, quiet=True)
+    steward.last_pause = 10.0  # however long: MAX_INTERVAL still bounds the wait
+    assert steward.due(now[0] + MAX_INTERVAL, quiet=False)
 
 
 def test_a_pass_frees_garbage_cycles_and_freezes_what_survives() -> None:
