@@ -58,6 +58,10 @@ def test_quick_fire_delay_compares_with_apscheduler(quick_results: dict[str, Any
         assert run[side]["delay_ms"]["count"] == run[side]["expected"] > 0
         assert run[side]["lost"] == run[side]["doubled"] == 0
     assert run["p99_ratio"] > 0
+    # the at-most-once window of every fire: claimed, then started
+    window = run["zksched"]["claimed_to_started_ms"]
+    assert window["count"] == run["zksched"]["delay_ms"]["count"]
+    assert 0 <= window["p50"] <= window["max"]
 
 
 def test_quick_failover_loses_and_doubles_nothing(quick_results: dict[str, Any]) -> None:
