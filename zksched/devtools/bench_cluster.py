@@ -211,8 +211,15 @@ def measure_zksched_delay(
     jobs = every_second_jobs(n_jobs, "fd")
     with members(zk, client_id, workdir, n_members) as group:
         apply_jobs(zk, client_id, workdir, jobs)
-        # warm up: every member fires, pools and connections are hot
-        wait_for(lambda: all(m.events("fire") for m in group), 30, "first fires")
+        # warm up: every job has fired, so every job's lock is taken (a job's first fire
+        # takes it, one by one: on a slow machine 500 of them keep the members seconds
+        # behind for a while) and pools and connections are hot
+        names = set(jobs)
+
+        def every_job_fired() -> bool:
+            return names <= {e["job"] for m in group for e in m.events("fire")}
+
+        wait_for(every_job_fired, 60, "every job's first fire")
         start = math.ceil(time.time()) + 2
         end = start + seconds
         # a fire is logged once its result is written: up to MAX_HOLD after it ended while
