@@ -739,7 +739,10 @@ def _scale_one(
     ]
     try:
         wait_for(
-            lambda: all(m.members_seen() == 3 for m in group) and owned_total(group) == size,
+            # every member has taken its share: a first member's "owned all" from before
+            # the others joined adds up to the job count too, until it drops their shares
+            lambda: all(m.members_seen() == 3 and m.events("owned") for m in group)
+            and owned_total(group) == size,
             300,
             "every job to be owned and scheduled",
         )
