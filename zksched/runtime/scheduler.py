@@ -99,7 +99,10 @@ class FireScheduler:
         self._generations = itertools.count(1)
         self._owned: dict[str, _Owned] = {}
         self._catching_up: dict[str, list[tuple[datetime, FireKind]]] = {}
-        self._last_active: dict[str, float] = {}  # job -> last moment we owned it, connected
+        # job -> when a re-alignment last found it ours (connected): at or before the last
+        # moment we owned it, so a catch-up on taking it back looks back far enough (only
+        # real changes re-align: job table, membership, connection)
+        self._last_active: dict[str, float] = {}
         self._jobs = JobsSnapshot(-1)
         self._view: ClusterView | None = None
         self._dirty = False
