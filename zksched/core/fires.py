@@ -14,7 +14,7 @@ A record left `running` by a member whose ZooKeeper session is gone is shown as
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 FireState = Literal["running", "ok", "failed", "timeout", "terminated", "error", "skipped"]
@@ -83,9 +83,6 @@ class FireRecord:
             raise ValueError(f"fire record has wrong types for {', '.join(wrong)}")
         return cls(**{k: v for k, v in data.items() if k in known})
 
-    def finished(self, **changes: Any) -> FireRecord:
-        return replace(self, **changes)
-
     def with_changes(self, **changes: Any) -> FireRecord:
         """A copy with these fields changed (TypeError for a name that is no field). A
         burst's fire path copies every record a few times: `dataclasses.replace` calls
@@ -121,7 +118,7 @@ class ClaimDraft:
 
     @classmethod
     def of(cls, record: FireRecord) -> ClaimDraft:
-        blank = replace(record, claimed_at="")
+        blank = record.with_changes(claimed_at="")
         encoded = blank.to_json()
         head = _CLAIMED_AT_FIRST + b'"",'
         if not encoded.startswith(head):  # a field added that sorts before claimed_at

@@ -21,7 +21,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple
 
@@ -854,9 +854,8 @@ class FirePath:
                 self._queue_retry(retry)
                 return
             if attempt is LockAttempt.HELD:
-                self._write_result(
-                    claimed, replace(claimed.record, state="skipped", skip_reason="still-running")
-                )
+                skipped = claimed.record.with_changes(state="skipped", skip_reason="still-running")
+                self._write_result(claimed, skipped)
                 return
         log.info("%s: claim confirmed after a ZooKeeper failure; running it now", key)
         self._run(_OurFire(spec, claimed, lock, retry.due_at, self._clock.now()), wait=False)

@@ -19,7 +19,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from kazoo.client import KazooClient
@@ -94,7 +94,7 @@ class FireClaims:
             assert outcome is not None  # it exists: it was just reported so
             return outcome
         self._folders.add(record.job)
-        return Claimed(path, replace(record, fencing_token=stat.czxid), stat.czxid)
+        return Claimed(path, record.with_changes(fencing_token=stat.czxid), stat.czxid)
 
     def claim_batches(
         self, batches: list[list[FireRecord]], payloads: list[list[bytes]] | None = None
@@ -164,7 +164,7 @@ class FireClaims:
             log.error("fire record %s is unreadable; treating the fire as claimed", path)
             return AlreadyClaimed(None)
         if existing.nonce == record.nonce:
-            return Claimed(path, replace(existing, fencing_token=stat.czxid), stat.czxid)
+            return Claimed(path, existing.with_changes(fencing_token=stat.czxid), stat.czxid)
         return AlreadyClaimed(existing)
 
     def complete(self, claimed: Claimed, record: FireRecord) -> None:
