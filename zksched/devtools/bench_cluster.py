@@ -30,7 +30,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -166,6 +166,13 @@ def sleep_until(epoch: float) -> None:
     time.sleep(max(0.0, epoch - time.time()))
 
 
+def ms_between(
+    fires: Iterable[Mapping[str, Any]], since: str, until: str = "started_ts"
+) -> list[float]:
+    """Per fire event, milliseconds from its `since` to its `until` timestamp (epoch s)."""
+    return [(float(e[until]) - float(e[since])) * 1000 for e in fires]
+
+
 def fires_in(members_: Sequence[Member], start: float, end: float) -> list[dict[str, Any]]:
     """Fire events whose instant lies in [start, end)."""
     out = []
@@ -220,7 +227,8 @@ def measure_zksched_delay(
         def kept_up() -> bool:
             second = math.floor(time.time()) - 5
             fires = [e for m in group for e in m.events("fire") if int(e["scheduled_ts"]) == second]
-            started = {e["job"] for e in fires if e["started_ts"] - e["scheduled_ts"] < 1.0}
+            late = ms_between(fires, "scheduled_ts")
+            started = {e["job"] for e, ms in zip(fires, late, strict=True) if ms < 1000}
             if started == names:
                 return True
             time.sleep(0.5)  # reading the logs is not free: not every 50 ms
@@ -233,15 +241,12 @@ def measure_zksched_delay(
         # fires due together keep coming (results.py)
         sleep_until(end + 2.0 + MAX_HOLD)
         fires = fires_in(group, start, end)
-    delays = [(float(e["started_ts"]) - float(e["scheduled_ts"])) * 1000 for e in fires]
-    claims = [(float(e["claimed_ts"]) - float(e["scheduled_ts"])) * 1000 for e in fires]
-    # claimed -> started: where a member killed with SIGKILL leaves its claim unstarted
-    # (abandoned: at most once) — the failover's loss window
-    unstarted = [(float(e["started_ts"]) - float(e["claimed_ts"])) * 1000 for e in fires]
     return {
-        "delay_ms": percentiles(delays),
-        "due_to_claimed_ms": percentiles(claims),
-        "claimed_to_started_ms": percentiles(unstarted),
+        "delay_ms": percentiles(ms_between(fires, "scheduled_ts")),
+        "due_to_claimed_ms": percentiles(ms_between(fires, "scheduled_ts", "claimed_ts")),
+        # claimed -> started: where a member killed with SIGKILL leaves its claim unstarted
+        # (abandoned: at most once) — the failover's loss window
+        "claimed_to_started_ms": percentiles(ms_between(fires, "claimed_ts")),
         **every_second_checks(fires, list(jobs), start, end),
     }
 
@@ -849,30 +854,22 @@ def _scale_burst(
     for m in group:
         mine = burst_fires(m)
         if mine:
-            since = [
-                {
-                    k: (float(e[k]) - float(e["scheduled_ts"])) * 1000
-                    for k in ("claimed_ts", "started_ts")
-                }
-                for e in mine
-            ]
             per_member.append(
                 {
                     "fires": len(mine),
-                    "claimed_ms_max": round(max(x["claimed_ts"] for x in since), 1),
-                    "started_ms": percentiles([x["started_ts"] for x in since]),
+                    "claimed_ms_max": round(
+                        max(ms_between(mine, "scheduled_ts", "claimed_ts")), 1
+                    ),
+                    "started_ms": percentiles(ms_between(mine, "scheduled_ts")),
                 }
             )
     cpu_used = [after - before for after, before in zip(cpu(), cpu_before, strict=True)]
     keys = Counter(e["fire_key"] for e in fires)
-    delays = [(float(e["started_ts"]) - float(e["scheduled_ts"])) * 1000 for e in fires]
-    # where a start's delay went: due -> claimed, claimed -> started
-    claim_delays = [(float(e["claimed_ts"]) - float(e["scheduled_ts"])) * 1000 for e in fires]
-    stats = percentiles(delays)
+    stats = percentiles(ms_between(fires, "scheduled_ts"))
     return {
         "burst_apply_s": round(burst_apply_s, 2),
         "burst_delay_ms": stats,
-        "burst_claimed_ms": percentiles(claim_delays),
+        "burst_claimed_ms": percentiles(ms_between(fires, "scheduled_ts", "claimed_ts")),
         # CPU seconds from 0.5 s before the burst until 1 s after its last fire was logged
         "burst_cpu_s": {
             "daemons": round(sum(cpu_used[0::2]), 2),
@@ -952,15 +949,9 @@ def bench_profile(ctx: BenchContext) -> Result:
             time.sleep(1)
             window = list(events[before:])
     phases = {
-        "due -> claimed (lock + claim)": [
-            (float(e["claimed_ts"]) - float(e["scheduled_ts"])) * 1000 for e in window
-        ],
-        "claimed -> started (spawn)": [
-            (float(e["started_ts"]) - float(e["claimed_ts"])) * 1000 for e in window
-        ],
-        "started -> finished (command)": [
-            (float(e["finished_ts"]) - float(e["started_ts"])) * 1000 for e in window
-        ],
+        "due -> claimed (lock + claim)": ms_between(window, "scheduled_ts", "claimed_ts"),
+        "claimed -> started (spawn)": ms_between(window, "claimed_ts"),
+        "started -> finished (command)": ms_between(window, "started_ts", "finished_ts"),
     }
     summary = {k: percentiles(v) for k, v in phases.items()}
     print(
