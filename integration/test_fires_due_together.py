@@ -6,6 +6,7 @@ cluster's claims and starts."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ from integration.harness import member_with_jobs, wait_until
 from zksched.core.firekey import format_utc
 from zksched.core.fires import FireRecord
 from zksched.runtime.daemon import Daemon
-from zksched.runtime.firing import CLAIM_BATCH, FIRST_CLAIMS, SETTLE
+from zksched.runtime.firing import CLAIM_BATCH, FIRST_CLAIMS, LOCK_WAIT, SETTLE
 from zksched.runtime.results import MAX_HOLD
 
 JOBS = ("s-0", "s-1", "s-2")
@@ -163,6 +164,70 @@ def test_claims_after_the_first_that_fail_are_settled_and_run_once(
         log.wait_for(lambda: len(log.fire_keys()) == len(jobs), 30)
         time.sleep(1.0)  # no second run comes after
         assert len(log.fire_keys()) == len(jobs)
+        assert log.duplicates() == {}
+    finally:
+        daemon.stop()
+
+
+def test_fires_whose_locks_are_not_held_yet_are_claimed_together(
+    member: Daemon, tmp_path: Path
+) -> None:
+    """Jobs just taken over (or applied) have no lock here yet at their first fires: the
+    locks are taken all at once and the fires claimed in one transaction, not handed back
+    to be fired one by one."""
+    instant = datetime(2030, 1, 1, tzinfo=UTC)
+    specs = [member.jobs.snapshot.entries[name].spec for name in JOBS]
+    due = [(spec, instant, instant.timestamp()) for spec in specs if spec is not None]
+    assert not member.fire_path.leases.held_jobs()
+    assert member.fire_path.fire_many(due) == []
+    log = FireLog(tmp_path / "fires.log")
+    log.wait_for(lambda: len(log.fire_keys()) == len(JOBS), 10)
+    assert log.duplicates() == {}
+    tokens = {token for job in JOBS for _, token in log.tokens(job)}
+    assert len(tokens) == 1, "claimed in one transaction"
+
+
+def test_fires_whose_previous_fires_give_their_locks_back_soon_are_claimed_together(
+    zk: str, client_id: str, tmp_path: Path
+) -> None:
+    """g-0 and g-1's previous fires give their locks back within LOCK_WAIT: claimed together
+    after the others (g-3, g-4). g-2's does not: handed back, to be fired one by one (which
+    waits for it, and skips `still-running` if it keeps it), and not claimed here."""
+    jobs = tuple(f"g-{i}" for i in range(5))
+    daemon = start_member(zk, client_id, tmp_path, jobs)
+    leases = daemon.fire_path.leases
+    session = daemon.cluster.view.session_id or 0
+    try:
+        for job in jobs:
+            daemon.fire_path.prepare(job, session)
+        previous = {job: leases.take_if_held(job, session) for job in jobs[:3]}
+        assert all(previous.values())
+
+        def give_back_two() -> None:
+            time.sleep(LOCK_WAIT / 3)
+            for job in jobs[:2]:
+                lock = previous[job]
+                assert lock is not None
+                leases.give_back(job, lock, keep=True)
+
+        threading.Thread(target=give_back_two, daemon=True).start()
+        instant = datetime(2030, 1, 1, tzinfo=UTC)
+        specs = {name: daemon.jobs.snapshot.entries[name].spec for name in jobs}
+        due = [(spec, instant, instant.timestamp()) for spec in specs.values() if spec is not None]
+        rest = daemon.fire_path.fire_many(due)
+        assert [(spec.name, when) for spec, when, _ in rest] == [("g-2", instant)]
+        held = previous["g-2"]
+        assert held is not None
+        leases.give_back("g-2", held, keep=True)
+
+        log = FireLog(tmp_path / "fires.log")
+        log.wait_for(lambda: len(log.fire_keys()) == 4, 10)
+        time.sleep(0.5)
+        token = {job: [t for _, t in log.tokens(job)] for job in jobs}
+        assert token["g-2"] == []
+        assert daemon.client.exists(daemon.paths.fire("g-2", format_utc(instant))) is None
+        assert token["g-0"] == token["g-1"] and token["g-3"] == token["g-4"]
+        assert token["g-0"] != token["g-3"]
         assert log.duplicates() == {}
     finally:
         daemon.stop()

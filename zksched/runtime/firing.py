@@ -20,7 +20,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple
@@ -54,6 +54,8 @@ log = logging.getLogger("zksched.fire")
 CLAIM_BATCH = 200  # fires claimed in one transaction at most (~100 KB, far below 1 MB)
 FIRST_CLAIMS = 100  # fires due together claimed first, alone (`_claim_answers`)
 STARTERS = 4  # threads that start the commands of fires claimed together
+LOCKERS = 16  # threads that take the locks of fires due together that this member lacks
+LOCK_WAIT = 0.25  # how long a fire waits for its job's lock to be given back or let go of
 
 FireKind = Literal["scheduled", "catchup", "trigger"]
 PRUNE_SLACK = 5  # prune history in batches: one transaction per few fires, not one per fire
@@ -91,6 +93,18 @@ class _Claiming(NamedTuple):
     lock: JobLock | None
     record: FireRecord
     payload: bytes
+
+
+class _Locking(NamedTuple):
+    """A fire of a batch whose job's lock is taken first (`FirePath._take_locks`)."""
+
+    spec: JobSpec
+    instant: datetime
+    t_due: float
+    draft: ClaimDraft | None
+
+
+LockTaken = tuple[LockAttempt, JobLock | None]
 
 
 @dataclass(frozen=True)
@@ -169,6 +183,7 @@ class FirePath:
         )
         self._slots = threading.BoundedSemaphore(settings.concurrency)
         self._starters = ThreadPoolExecutor(STARTERS - 1, thread_name_prefix="zksched-start")
+        self._lockers = ThreadPoolExecutor(LOCKERS, thread_name_prefix="zksched-lock")
         self._in_flight = 0  # fires claimed and not yet recorded (guarded by _idle)
         self._firing = 0  # calls of fire/fire_many going on (guarded by _idle)
         # batches of fires being claimed and started together (fire_many; guarded by _idle).
@@ -236,7 +251,7 @@ class FirePath:
 
         lock: JobLock | None = None
         if spec.overlap == "skip":
-            attempt, lock = self._leases.take(spec.name, view.session_id, 0.25, remote_wait)
+            attempt, lock = self._leases.take(spec.name, view.session_id, LOCK_WAIT, remote_wait)
             if attempt is LockAttempt.HELD and lock is not None and not self._holder_runs(spec):
                 # Another member holds the lock between runs: it has not let go of a job
                 # it no longer owns yet, or it died and its session has not expired. No run
@@ -296,9 +311,11 @@ class FirePath:
         self, due: list[tuple[JobSpec, datetime, float]], drafts: ClaimDrafts | None = None
     ) -> list[tuple[JobSpec, datetime, float]]:
         """Scheduled fires due together: those ready to go (connected, ours, and for
-        `overlap = "skip"` jobs their lock already held here) are claimed in one
-        transaction and started; the rest is returned, to be fired one by one (`fire`).
-        `drafts`: their claims made ahead (`draft`), used where they still hold."""
+        `overlap = "skip"` jobs their lock held here) are claimed in one transaction and
+        started; then those whose locks had to be taken (all at once), and those whose
+        previous fires gave their locks back within `LOCK_WAIT`, claimed together in turn.
+        The rest is returned, to be fired one by one (`fire`). `drafts`: their claims made
+        ahead (`draft`), used where they still hold."""
         self._enter()
         with self._idle:
             self._batches += 1
@@ -328,6 +345,8 @@ class FirePath:
         if drafts is not None and drafts.view is view and session is not None:
             drafted = drafts.by_fire
         batch: list[_Claiming] = []
+        to_lock: list[_Locking] = []
+        in_use: list[_Locking] = []  # the job's previous fire still has its lock
         rest: list[tuple[JobSpec, datetime, float]] = []
         from_drafts = 0
         for spec, instant, t_due in due:
@@ -339,22 +358,126 @@ class FirePath:
                     continue
             if session is None:  # refused as not-connected above
                 continue
+            made = None if draft is None else draft[1]
             lock = None
             if spec.overlap == "skip":
                 lock = self._leases.take_if_held(spec.name, session)
                 if lock is None:
-                    rest.append((spec, instant, t_due))
+                    fire = _Locking(spec, instant, t_due, made)
+                    (in_use if self._leases.in_use(spec.name) else to_lock).append(fire)
                     continue
-            if draft is not None:
-                record, payload = draft[1].sent_at(claimed_at)
-                from_drafts += 1
+            batch.append(self._claiming(spec, instant, t_due, lock, session, claimed_at, made))
+            from_drafts += made is not None
+        # Locks not held here yet (jobs just taken over or applied) are taken all at once
+        # while the others are claimed and started, and claimed together after; so are the
+        # fires whose previous fires give their locks back soon. One by one, hundreds of
+        # such fires kept a member seconds behind for many seconds (and so on, in turn).
+        if session is None:
+            return rest
+        taking = self._take_locks(to_lock, session) if to_lock else []
+        rest += self._claim_and_start(batch, from_drafts)
+        if taking:
+            rest += self._claim_and_start_locked(to_lock, taking, view)
+        if in_use:
+            rest += self._claim_and_start_given_back(in_use, view)
+        return rest
+
+    def _claiming(
+        self,
+        spec: JobSpec,
+        instant: datetime,
+        t_due: float,
+        lock: JobLock | None,
+        session: int,
+        claimed_at: str,
+        draft: ClaimDraft | None,
+    ) -> _Claiming:
+        """A fire's claim as it goes out: its draft sent at `claimed_at`, or made now."""
+        if draft is not None:
+            record, payload = draft.sent_at(claimed_at)
+        else:
+            record = self._scheduled_claim(spec, instant, session, claimed_at)
+            payload = record.to_json()
+        return _Claiming(spec, instant, t_due, lock, record, payload)
+
+    def _take_locks(self, fires: list[_Locking], session: int) -> list[Future[LockTaken] | None]:
+        """Start taking the locks of `fires` on the lock threads (None: not started)."""
+        taking: list[Future[LockTaken] | None] = []
+        for fire in fires:
+            try:
+                job = fire.spec.name
+                taking.append(self._lockers.submit(self._leases.take, job, session, LOCK_WAIT))
+            except RuntimeError:  # shut down (interpreter exit): one by one instead
+                taking.append(None)
+        return taking
+
+    def _claim_and_start_locked(
+        self, fires: list[_Locking], taking: list[Future[LockTaken] | None], view: ClusterView
+    ) -> list[tuple[JobSpec, datetime, float]]:
+        """The fires whose locks were being taken (`_take_locks`): those taken are claimed
+        together and started; the rest is returned, to be fired one by one (which tells a
+        lock held elsewhere from one that could not be taken, and says so)."""
+        rest: list[tuple[JobSpec, datetime, float]] = []
+        locked: list[tuple[_Locking, JobLock]] = []
+        for fire, future in zip(fires, taking, strict=True):
+            attempt, lock = LockAttempt.UNKNOWN, None
+            if future is not None:
+                try:
+                    attempt, lock = future.result()
+                except Exception:
+                    log.exception("taking the lock of %s failed", fire.spec.name)
+            if attempt is LockAttempt.ACQUIRED and lock is not None:
+                locked.append((fire, lock))
             else:
-                record = self._scheduled_claim(spec, instant, session, claimed_at)
-                payload = record.to_json()
-            batch.append(_Claiming(spec, instant, t_due, lock, record, payload))
+                rest.append((fire.spec, fire.instant, fire.t_due))
+        session = view.session_id
+        if self._membership.view is not view or session is None:
+            # the view changed while the locks were taken: each fire checks it again
+            for fire, lock in locked:
+                self._leases.give_back(fire.spec.name, lock, keep=True)
+            return rest + [(f.spec, f.instant, f.t_due) for f, _ in locked]
+        claimed_at = self._clock.iso()
+        batch = [
+            self._claiming(f.spec, f.instant, f.t_due, lock, session, claimed_at, f.draft)
+            for f, lock in locked
+        ]
+        return rest + self._claim_and_start(batch, sum(f.draft is not None for f, _ in locked))
+
+    def _claim_and_start_given_back(
+        self, fires: list[_Locking], view: ClusterView
+    ) -> list[tuple[JobSpec, datetime, float]]:
+        """The fires whose jobs' previous fires still had the locks: those given back within
+        the wait a single fire would grant them are claimed together and started; the rest
+        is returned, to be fired one by one (`still-running` if their runs go on)."""
+        session = view.session_id
+        if session is None or self._membership.view is not view:
+            return [(f.spec, f.instant, f.t_due) for f in fires]
+        given = self._leases.take_given_back([f.spec.name for f in fires], session, LOCK_WAIT)
+        if self._membership.view is not view:
+            for job, lock in given.items():
+                self._leases.give_back(job, lock, keep=True)
+            return [(f.spec, f.instant, f.t_due) for f in fires]
+        rest = [(f.spec, f.instant, f.t_due) for f in fires if f.spec.name not in given]
+        claimed_at = self._clock.iso()
+        batch = [
+            self._claiming(
+                f.spec, f.instant, f.t_due, given[f.spec.name], session, claimed_at, f.draft
+            )
+            for f in fires
+            if f.spec.name in given
+        ]
+        drafted = sum(f.draft is not None for f in fires if f.spec.name in given)
+        return rest + self._claim_and_start(batch, drafted)
+
+    def _claim_and_start(
+        self, batch: list[_Claiming], from_drafts: int
+    ) -> list[tuple[JobSpec, datetime, float]]:
+        """Claim `batch` in transactions and start the fires claimed; returns those to fire
+        one by one (a batch of one, or a transaction that did not apply)."""
+        rest: list[tuple[JobSpec, datetime, float]] = []
         if len(batch) < 2:
             self._give_back_all(batch)
-            return rest + [(c.spec, c.instant, c.t_due) for c in batch]
+            return [(c.spec, c.instant, c.t_due) for c in batch]
         with self._running_lock:
             self.stats.claims_drafted += from_drafts
         first = batch[:FIRST_CLAIMS]
@@ -431,6 +554,7 @@ class FirePath:
         """After the daemon's stop: the start helpers' threads and the runner's /dev/null go
         (a fire after this still starts, from the calling thread)."""
         self._starters.shutdown(wait=False)
+        self._lockers.shutdown(wait=False)
         self._runner.close()
 
     def prepare(self, job: str, session_id: int) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterable
 
 from kazoo.client import KazooClient
@@ -121,6 +122,34 @@ class JobLeases:
                 return None
             self._busy.add(job)
             return lease
+
+    def in_use(self, job: str) -> bool:
+        """A fire of the job uses its lock now (not merely being taken ahead: `take` waits
+        for that one)."""
+        with self._cv:
+            return job in self._busy and job not in self._acquiring
+
+    def take_given_back(
+        self, jobs: Iterable[str], session_id: int, wait: float
+    ) -> dict[str, JobLock]:
+        """The locks of `jobs` held here whose fires give them back within `wait` seconds,
+        each taken for one fire (as `take_if_held`), waited for all at once; the jobs left
+        out are still in use, or their locks were let go of."""
+        deadline = time.monotonic() + wait
+        pending = set(jobs)
+        taken: dict[str, JobLock] = {}
+        with self._cv:
+            while True:
+                for job in [j for j in pending if j not in self._busy]:
+                    pending.discard(job)
+                    lease = self._held.get(job)
+                    if lease is not None and self._usable(lease, session_id):
+                        self._busy.add(job)
+                        taken[job] = lease
+                remaining = deadline - time.monotonic()
+                if not pending or remaining <= 0:
+                    return taken
+                self._cv.wait(remaining)
 
     def ending(self, job: str) -> None:
         """The job's run is over; its lock will be released (`release_many`) once its result
