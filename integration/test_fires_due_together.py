@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kazoo.handlers.threading import KazooTimeoutError
@@ -228,6 +229,54 @@ def test_fires_whose_previous_fires_give_their_locks_back_soon_are_claimed_toget
         assert daemon.client.exists(daemon.paths.fire("g-2", format_utc(instant))) is None
         assert token["g-0"] == token["g-1"] and token["g-3"] == token["g-4"]
         assert token["g-0"] != token["g-3"]
+        assert log.duplicates() == {}
+    finally:
+        daemon.stop()
+
+
+def test_a_later_instant_of_a_job_goes_behind_an_earlier_one_handed_back(
+    zk: str, client_id: str, tmp_path: Path
+) -> None:
+    """o-x's fire at T is handed back to be fired one by one (its previous fire keeps the
+    lock past LOCK_WAIT). At T+1 the lock is free, yet that fire is handed back too, behind
+    T's, so that no instant of a job is claimed before an earlier one (a member killed
+    then would leave a hole behind its newest record, which no catch-up fills)."""
+    jobs = ("o-x", "o-a", "o-b")
+    daemon = start_member(zk, client_id, tmp_path, jobs)
+    leases, fire_path = daemon.fire_path.leases, daemon.fire_path
+    session = daemon.cluster.view.session_id or 0
+    specs = {name: daemon.jobs.snapshot.entries[name].spec for name in jobs}
+    t0 = datetime(2030, 1, 1, tzinfo=UTC)
+    t1 = datetime(2031, 1, 1, tzinfo=UTC)
+
+    def due(instant: datetime) -> list[tuple[Any, datetime, float]]:
+        return [(s, instant, instant.timestamp()) for s in specs.values() if s is not None]
+
+    try:
+        for job in jobs:
+            fire_path.prepare(job, session)
+        previous = leases.take_if_held("o-x", session)
+        assert previous is not None
+        assert [(s.name, i) for s, i, _ in fire_path.fire_many(due(t0))] == [("o-x", t0)]
+        leases.give_back("o-x", previous, keep=True)
+        # the others' yearly locks go back with their results: taken again, so that without
+        # the rule all three would go together
+        wait_until(lambda: not any(map(leases.in_use, jobs)), 10, what="locks back")
+        for job in jobs:
+            fire_path.prepare(job, session)
+        assert [(s.name, i) for s, i, _ in fire_path.fire_many(due(t1))] == [("o-x", t1)]
+        x = specs["o-x"]
+        assert x is not None
+        assert fire_path.fire_handed_back(x, t0, t0.timestamp()) == "started"
+        assert fire_path.fire_handed_back(x, t1, t1.timestamp()) == "started"
+        log = FireLog(tmp_path / "fires.log")
+        log.wait_for(lambda: len(log.fire_keys()) == 6, 10)
+        tokens = dict(log.tokens("o-x"))
+        assert tokens[t0] < tokens[t1]
+        t2 = datetime(2032, 1, 1, tzinfo=UTC)  # nothing handed back any more: together
+        wait_until(lambda: not any(map(leases.in_use, jobs)), 10, what="locks back")
+        assert fire_path.fire_many(due(t2)) == []
+        log.wait_for(lambda: len(log.fire_keys()) == 9, 10)
         assert log.duplicates() == {}
     finally:
         daemon.stop()

@@ -19,6 +19,7 @@ import math
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -169,6 +170,8 @@ class FirePath:
         self._claims = FireClaims(client, paths, settings.call_timeout)
         self._running: dict[str, _Running] = {}
         self._running_lock = threading.Lock()
+        # jobs with scheduled fires handed back by fire_many, not yet fired (_running_lock)
+        self._handed_back: Counter[str] = Counter()
         self._history: dict[str, list[str]] = {}  # job -> known record instants, oldest first
         self._history_lock = threading.Lock()
         self._unwritten: list[tuple[Claimed, FireRecord]] = []
@@ -231,6 +234,18 @@ class FirePath:
             return self._fire(spec, instant, kind, due_at, wait, remote_wait)
         finally:
             self._leave()
+
+    def fire_handed_back(self, spec: JobSpec, instant: datetime, due_at: float) -> str:
+        """A scheduled fire that `fire_many` handed back, fired on its own (without waiting
+        for its command); until it is, later instants of its job are handed back too, so
+        that none of them is claimed or run before it."""
+        try:
+            return self.fire(spec, instant, "scheduled", due_at, wait=False)
+        finally:
+            with self._running_lock:
+                self._handed_back[spec.name] -= 1
+                if self._handed_back[spec.name] <= 0:
+                    del self._handed_back[spec.name]
 
     def _fire(
         self,
@@ -321,7 +336,10 @@ class FirePath:
             self._batches += 1
         began = time.monotonic()
         try:
-            return self._fire_many(due, drafts)
+            rest = self._fire_many(due, drafts)
+            with self._running_lock:
+                self._handed_back.update(spec.name for spec, _, _ in rest)
+            return rest
         finally:
             ended = time.monotonic()
             with self._idle:
@@ -357,6 +375,11 @@ class FirePath:
                 if self._refusal(spec, key, "scheduled", view) is not None:
                     continue
             if session is None:  # refused as not-connected above
+                continue
+            with self._running_lock:
+                behind = self._handed_back[spec.name] > 0
+            if behind:  # an earlier instant of the job goes one by one: this one after it
+                rest.append((spec, instant, t_due))
                 continue
             made = None if draft is None else draft[1]
             lock = None

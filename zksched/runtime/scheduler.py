@@ -338,7 +338,7 @@ class FireScheduler:
         elif drafts is not None:
             drafts.cancel()  # not started yet: not worth starting now
         for spec, instant, due_ts in self._fire_path.fire_many(ready, made):
-            self._submit(self._fire_path.fire, spec, instant, "scheduled", due_ts, False)
+            self._submit(self._fire_path.fire_handed_back, spec, instant, due_ts)
 
     def _submit_lock_work(self, fn: Callable[..., object], *args: object) -> None:
         """Taking and giving back locks: on their own threads, never behind fires that
