@@ -453,18 +453,7 @@ class FirePath:
                 locked.append((fire, lock))
             else:
                 rest.append((fire.spec, fire.instant, fire.t_due))
-        session = view.session_id
-        if self._membership.view is not view or session is None:
-            # the view changed while the locks were taken: each fire checks it again
-            for fire, lock in locked:
-                self._leases.give_back(fire.spec.name, lock, keep=True)
-            return rest + [(f.spec, f.instant, f.t_due) for f, _ in locked]
-        claimed_at = self._clock.iso()
-        batch = [
-            self._claiming(f.spec, f.instant, f.t_due, lock, session, claimed_at, f.draft)
-            for f, lock in locked
-        ]
-        return rest + self._claim_and_start(batch, sum(f.draft is not None for f, _ in locked))
+        return rest + self._claim_and_start_held(locked, view)
 
     def _claim_and_start_given_back(
         self, fires: list[_Locking], view: ClusterView
@@ -473,24 +462,30 @@ class FirePath:
         the wait a single fire would grant them are claimed together and started; the rest
         is returned, to be fired one by one (`still-running` if their runs go on)."""
         session = view.session_id
-        if session is None or self._membership.view is not view:
+        if session is None:
             return [(f.spec, f.instant, f.t_due) for f in fires]
         given = self._leases.take_given_back([f.spec.name for f in fires], session, LOCK_WAIT)
-        if self._membership.view is not view:
-            for job, lock in given.items():
-                self._leases.give_back(job, lock, keep=True)
-            return [(f.spec, f.instant, f.t_due) for f in fires]
         rest = [(f.spec, f.instant, f.t_due) for f in fires if f.spec.name not in given]
+        held = [(f, given[f.spec.name]) for f in fires if f.spec.name in given]
+        return rest + self._claim_and_start_held(held, view)
+
+    def _claim_and_start_held(
+        self, held: list[tuple[_Locking, JobLock]], view: ClusterView
+    ) -> list[tuple[JobSpec, datetime, float]]:
+        """Fires whose locks this batch has just come by: claimed together (claimed now)
+        and started. If the cluster view changed meanwhile, their locks go back and each
+        fire is returned, to check it again on its own."""
+        session = view.session_id
+        if self._membership.view is not view or session is None:
+            for fire, lock in held:
+                self._leases.give_back(fire.spec.name, lock, keep=True)
+            return [(f.spec, f.instant, f.t_due) for f, _ in held]
         claimed_at = self._clock.iso()
         batch = [
-            self._claiming(
-                f.spec, f.instant, f.t_due, given[f.spec.name], session, claimed_at, f.draft
-            )
-            for f in fires
-            if f.spec.name in given
+            self._claiming(f.spec, f.instant, f.t_due, lock, session, claimed_at, f.draft)
+            for f, lock in held
         ]
-        drafted = sum(f.draft is not None for f in fires if f.spec.name in given)
-        return rest + self._claim_and_start(batch, drafted)
+        return self._claim_and_start(batch, sum(f.draft is not None for f, _ in held))
 
     def _claim_and_start(
         self, batch: list[_Claiming], from_drafts: int
