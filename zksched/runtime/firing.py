@@ -329,7 +329,8 @@ class FirePath:
         `overlap = "skip"` jobs their lock held here) are claimed in one transaction and
         started; then those whose locks had to be taken (all at once), and those whose
         previous fires gave their locks back within `LOCK_WAIT`, claimed together in turn.
-        The rest is returned, to be fired one by one (`fire`). `drafts`: their claims made
+        The rest is returned, each to be fired on its own with `fire_handed_back` (until
+        then the job's later instants are handed back too). `drafts`: their claims made
         ahead (`draft`), used where they still hold."""
         self._enter()
         with self._idle:
