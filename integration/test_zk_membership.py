@@ -268,3 +268,46 @@ def test_a_resync_with_the_same_members_publishes_nothing_and_keeps_the_table(
     assert published[-1].table is not table
     other.stop()
     membership.stop()
+
+
+def test_a_deep_queue_of_own_requests_is_not_silence(
+    zk_client: Callable[..., KazooClient], zk: str, client_id: str
+) -> None:
+    """Fires due together queue thousands of requests at once, and the watchdog's probe waits
+    behind all of them while ZooKeeper answers every one. That is contact, not silence:
+    counting only the probe's reply made a burst look like a dying connection, and the loss
+    policy terminated the commands of a session that was fine (CI's 2,000-job burst)."""
+    paths = ClusterPaths(client_id)
+    client = zk_client(zk)
+    membership = ClusterMembership(client, paths, Member(member_id="m"), TIMEOUT)
+    connected: list[bool] = []
+    membership.add_view_listener(lambda view: connected.append(view.connected))
+    membership.start()
+    wait_until(lambda: membership.view.active, 10, what="joined")
+    seen = len(connected)
+
+    # A busy Python thread makes kazoo's I/O thread wait for the GIL at every reply (at the
+    # default 5 ms switch interval), so a few hundred requests take seconds to answer.
+    busy = threading.Event()
+
+    def burn() -> None:
+        while not busy.is_set():
+            sum(range(1000))
+
+    burner = threading.Thread(target=burn, daemon=True)
+    burner.start()
+    try:
+        queued = [client.exists_async(paths.members) for _ in range(400)]
+        last = client.exists_async(paths.members)  # where the probe stands: behind them
+        began = time.monotonic()
+        for result in queued:
+            result.get(timeout=120)
+        last.get(timeout=120)
+        behind = time.monotonic() - began
+    finally:
+        busy.set()
+        burner.join()
+    assert behind > membership.loss_margin, f"the queue drained in {behind:.2f}s; no test"
+    assert all(connected[seen:]), "went silent while ZooKeeper answered its every request"
+    assert membership.view.active
+    membership.stop()

@@ -5,11 +5,14 @@ from __future__ import annotations
 import os
 import resource
 import socket
+import threading
 import time
 
 import pytest
+from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, NoNodeError, SessionExpiredError
+from kazoo.handlers.threading import SequentialThreadingHandler
 
-from zksched.zk.handler import PollingHandler, poll_select
+from zksched.zk.handler import PollingHandler, last_reply, poll_select
 
 
 def test_readable_once_data_arrives_and_writable_when_buffer_has_room() -> None:
@@ -95,3 +98,51 @@ def test_the_handler_reuses_one_poll_object_per_descriptor_set() -> None:
         assert handler.select([a, b], [], [], 1)[0] == [a]
         assert handler.select([a], [b], [], 1) == ([a], [b], [])
         assert len(handler._pollers) == 2
+
+
+def _io_thread_of(handler: PollingHandler) -> None:
+    """Make the calling thread the handler's I/O thread, as kazoo's loop does by selecting."""
+    r, w = os.pipe()
+    try:
+        handler.select([r], [], [], 0)
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_an_answer_read_by_the_io_thread_is_a_reply() -> None:
+    handler = PollingHandler()
+    _io_thread_of(handler)
+    assert last_reply(handler) is None
+    before = time.monotonic()
+    handler.async_result().set("ok")
+    first = last_reply(handler)
+    assert first is not None and first >= before
+    handler.async_result().set_exception(NoNodeError())  # an answer too: "no such node"
+    second = last_reply(handler)
+    assert second is not None and second >= first
+
+
+@pytest.mark.parametrize(
+    "error", [ConnectionLoss(), SessionExpiredError(), ConnectionClosedError("closed")]
+)
+def test_errors_kazoo_sets_itself_are_no_reply(error: Exception) -> None:
+    handler = PollingHandler()
+    _io_thread_of(handler)
+    handler.async_result().set_exception(error)
+    assert last_reply(handler) is None
+
+
+def test_results_set_on_other_threads_are_no_reply() -> None:
+    handler = PollingHandler()
+    _io_thread_of(handler)
+    result = handler.async_result()
+    other = threading.Thread(target=result.set, args=("late",))  # a kazoo wrapper, say
+    other.start()
+    other.join()
+    assert result.get(timeout=1) == "late"
+    assert last_reply(handler) is None
+
+
+def test_another_handler_has_no_replies_to_tell() -> None:
+    assert last_reply(SequentialThreadingHandler()) is None

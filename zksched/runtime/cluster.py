@@ -11,7 +11,8 @@ session and contains this member's own node.
 Contact watchdog: kazoo cannot be trusted to notice a dead connection in time. It pings only
 after read_timeout/2 (T/3) without sending anything and counts every request as a ping, so a
 member that keeps firing jobs into a partition may never see SUSPENDED. A small thread
-therefore probes ZooKeeper every T/12 and measures the silence since the last reply: past T/3
+therefore probes ZooKeeper every T/12 and measures the silence since the last reply (to the
+probe, or to any other request: in a burst the probe waits behind thousands): past T/3
 the member owns nothing; at T/2 the session is treated as lost (listeners stop runs). The
 server cannot expire the session before T after it last heard from us, so this stays ahead
 of any takeover whatever kazoo believes.
@@ -36,6 +37,7 @@ from kazoo.protocol.states import KazooState, KeeperState
 
 from zksched.core.owners import Member, OwnerTable
 from zksched.zk.connection import ensure_paths
+from zksched.zk.handler import last_reply
 from zksched.zk.membership import MemberReader, MemberRegistration, MemberSnapshot
 from zksched.zk.paths import ClusterPaths
 
@@ -319,7 +321,9 @@ class ClusterMembership:
                     self._probe_outstanding = False
             if not self._ever_heard:
                 continue
-            silence = time.monotonic() - self._last_heard
+            answered = last_reply(self._client.handler)
+            heard = self._last_heard if answered is None else max(answered, self._last_heard)
+            silence = time.monotonic() - heard
             if silence >= self.loss_margin:
                 self._declare_lost(
                     f"no reply from ZooKeeper for {silence:.1f}s; the session may expire soon"
