@@ -9,10 +9,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+from click.testing import CliRunner
 from kazoo.client import KazooClient
 
 from integration.fires import FireLog, recording_job
 from integration.harness import DaemonProcess, run_cli, wait_until
+from zksched.cli import audit_cmds
+from zksched.cli.main import cli
 from zksched.core.fires import FireRecord
 from zksched.zk.paths import ClusterPaths
 
@@ -65,6 +69,41 @@ def test_audit_is_clean_then_finds_a_planted_gap_and_duplicate(
     text = run_cli(zk, client_id, "audit")
     assert text.returncode == 1 and "audit FAILED" in text.stdout and "DUPLICATE" in text.stdout
     assert "Traceback" not in text.stderr
+    assert daemon.alive
+
+
+def test_the_audit_ends_before_its_reading_began(
+    daemons: Start,
+    zk: str,
+    client_id: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Reading a large cluster takes seconds. Instants that fell due while it read were claimed
+    after their job's records were read: ending the span at 'now' after the reading called
+    them gaps (seen in CI's 2,000-job audit: five gaps that had run)."""
+    out = tmp_path / "fires.log"
+    jobfile = tmp_path / "jobs.toml"
+    jobfile.write_text(recording_job("tick", out, history=200))
+    daemon = daemons()
+    wait_until(lambda: daemon.last_members(), 20, what="daemon joined")
+    assert run_cli(zk, client_id, "jobs", "apply", str(jobfile)).returncode == 0
+    log = FireLog(out)
+    log.wait_for(lambda: len(log.fire_keys()) >= 3, 20)
+    time.sleep(2.5)  # the audit's grace
+
+    read = audit_cmds.read_cluster
+
+    def slow_read(ctx: Any) -> Any:
+        got = read(ctx)
+        time.sleep(3)  # as 2,000 jobs take: the every-second job fires three times meanwhile
+        return got
+
+    monkeypatch.setattr(audit_cmds, "read_cluster", slow_read)
+    result = CliRunner().invoke(cli, ["--zk", zk, "--client-id", client_id, "audit", "--json"])
+    report = json.loads(result.output)
+    assert result.exit_code == 0 and report["clean"], report
+    assert job_of(report, "tick")["ran"] >= 3
     assert daemon.alive
 
 

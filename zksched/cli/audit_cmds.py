@@ -148,8 +148,11 @@ def audit(ctx: CliContext, since: str | None, as_json: bool) -> None:
     live member is eligible for are flagged. Read-only: safe on a production cluster.
     """
     start = parse_since(since)
+    # Before reading: reading a large cluster takes seconds, and an instant that fell due
+    # meanwhile may have been claimed after its job's records were read.
+    now = datetime.now(UTC)
     histories, live_sessions = read_cluster(ctx)
-    report = audit_cluster(histories, live_sessions, start, datetime.now(UTC))
+    report = audit_cluster(histories, live_sessions, start, now)
     if as_json:
         echo_json(report.to_json())
     else:
