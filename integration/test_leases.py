@@ -12,7 +12,7 @@ from kazoo.client import KazooClient
 from kazoo.security import OPEN_ACL_UNSAFE, make_acl
 
 from integration.harness import wait_until
-from zksched.devtools.faultproxy import DELAY, PASS, RESET, FaultProxy
+from zksched.devtools.faultproxy import DELAY, DROP_REPLIES, PASS, RESET, FaultProxy
 from zksched.runtime.leases import JobLeases
 from zksched.zk.locks import JobLock, LockAttempt
 from zksched.zk.paths import ClusterPaths
@@ -218,3 +218,51 @@ def test_a_lock_delete_that_fails_is_kept_and_retried(
     kazoo.set_acls(folder, OPEN_ACL_UNSAFE)
     leases.release_unowned()
     assert not leases.has_leftovers() and not kazoo.exists(node)
+
+
+def test_a_contender_a_failed_attempt_left_behind_is_deleted_once_zookeeper_answers(
+    zk_client: Callable[..., KazooClient],
+    kazoo: KazooClient,
+    zk: str,
+    client_id: str,
+    proxy_to: Callable[..., FaultProxy],
+) -> None:
+    """The lock attempt's create lands but its reply is lost, and deleting that contender
+    fails too (still cut off). If the job then moves away, this member never tries its lock
+    again, and the contender blocks the job on every member for as long as the session lives
+    (CI's partition chaos test: 24 instants of one job lost, 'waiting for vm-X to let go').
+    And the attempt itself must give up: kazoo's Lock, left alone, waits for the answer."""
+    proxy = proxy_to()
+    client = zk_client(proxy.address, session_timeout=8.0)
+    a = JobLeases(client, ClusterPaths(client_id), "m-a", 1.0)
+    session = client.client_id[0]
+    a.set_owned({"j"})
+    attempt, lock = a.take("j", session)  # the folder exists: the create goes out first
+    assert attempt is LockAttempt.ACQUIRED and lock is not None
+    a.release_many([("j", lock)])
+    assert contenders(kazoo, client_id, "j") == []
+
+    proxy.set_mode(DROP_REPLIES)  # requests reach ZooKeeper; no answer comes back
+    taken: list[tuple[LockAttempt, JobLock | None]] = []
+    attempt_thread = threading.Thread(target=lambda: taken.append(a.take("j", session)))
+    attempt_thread.start()
+    attempt_thread.join(30)
+    # kazoo's Lock retries with blocking calls that wait while the connection is down
+    assert taken, "the lock attempt hung while ZooKeeper did not answer"
+    assert taken[0][0] is LockAttempt.UNKNOWN
+    wait_until(lambda: contenders(kazoo, client_id, "j"), 5, what="the create to land")
+    a.set_owned(set())  # the job moved to another member
+    assert a.has_leftovers()  # so the scheduler keeps calling release_unowned
+
+    proxy.set_mode(PASS)
+    wait_until(
+        lambda: client.connected and client.client_id[0] == session, 10, what="same session back"
+    )
+    a.release_unowned()
+    assert contenders(kazoo, client_id, "j") == []
+    assert not a.has_leftovers()
+    _, b, session_b = member(zk_client, zk, client_id, "m-b")
+    b.set_owned({"j"})
+    attempt, lock = b.take("j", session_b)
+    assert attempt is LockAttempt.ACQUIRED and lock is not None
+    b.give_back("j", lock, keep=True)

@@ -28,7 +28,7 @@ from kazoo.exceptions import NoNodeError
 
 from zksched.runtime.results import MAX_HOLD
 from zksched.zk.connection import wait as wait_result
-from zksched.zk.locks import HeldLocks, JobLock, LockAttempt
+from zksched.zk.locks import HeldLocks, JobLock, LockAttempt, clear_orphans
 from zksched.zk.paths import ClusterPaths
 
 log = logging.getLogger(__name__)
@@ -65,6 +65,11 @@ class JobLeases:
         self._owned: frozenset[str] = frozenset()  # jobs whose locks are worth keeping
         # lock nodes of a session we stopped trusting, to delete if it lived on after all
         self._leftovers: list[str] = []
+        # jobs whose failed lock attempt may have left a contender of ours behind (its create
+        # landed, the reply was lost) that could not be deleted then: it would block the job
+        # on every member for as long as this session lives, and this member may never try
+        # the job's lock again (the job moved away), so it is cleared from here
+        self._orphan_checks: set[str] = set()
         self._closing = False
 
     # -- for the fire path ------------------------------------------------------------------
@@ -99,17 +104,21 @@ class JobLeases:
             # lost, or of an older session: never reused (kazoo #282)
             self._release_all([stale])
         lock = self._new_lock(job, session_id)
+        orphan = False
         try:
             attempt = lock.try_acquire(wait if remote_wait is None else remote_wait)
+            orphan = lock.may_leave_orphan
         except Exception as exc:  # incl. errors kazoo's connection loop surfaces
             log.warning("lock attempt for %s failed: %s", job, type(exc).__name__)
-            attempt = LockAttempt.UNKNOWN
+            attempt, orphan = LockAttempt.UNKNOWN, True
         with self._cv:
             self._acquiring.discard(job)
             if attempt is LockAttempt.ACQUIRED:
                 self._held[job] = lock
             else:
                 self._busy.discard(job)
+            if orphan and attempt is not LockAttempt.ACQUIRED:
+                self._orphan_checks.add(job)
             self._cv.notify_all()
         return attempt, lock
 
@@ -217,12 +226,13 @@ class JobLeases:
 
     def has_leftovers(self) -> bool:
         with self._cv:
-            return bool(self._leftovers)
+            return bool(self._leftovers or self._orphan_checks)
 
     def release_unowned(self) -> None:
         """Give back the idle locks of jobs this member no longer owns (busy ones are given
-        back when their fire ends), and delete leftover nodes (called on every ownership
-        change, and every few seconds while there are leftovers)."""
+        back when their fire ends), delete leftover nodes, and clear the orphans failed lock
+        attempts may have left (called on every ownership change, and every few seconds
+        while there are leftovers)."""
         if not self._client.connected:
             return  # kept: released on the next reconcile, or gone with the session
         with self._cv:
@@ -232,7 +242,19 @@ class JobLeases:
                 for job in list(self._held)
                 if job not in self._owned and job not in self._busy
             ]
+            # not beside a node of a lost session that a run still uses: it would go too
+            checks = sorted(j for j in self._orphan_checks if j not in self._lost_busy)
         self._release_all(victims, leftovers)
+        for job in checks:
+            path = self._paths.job_lock(job)
+            # a contender of a lock being taken or held here is in the registry: kept
+            if clear_orphans(
+                self._client, path, f"{self._member_id}/", self.registry, self._timeout
+            ):
+                with self._cv:
+                    self._orphan_checks.discard(job)
+            elif not self._client.connected:
+                break  # the rest on the next try
 
     def close(self) -> None:
         """Graceful stop: give back every idle lock now, and each busy one after its run."""

@@ -1,6 +1,9 @@
 """The per-job run lock: kazoo's Lock, with the guards it lacks (ZOOKEEPER-NOTES.md).
 
-- kazoo's Lock retries forever inside `acquire()`: we always pass a deadline;
+- kazoo's Lock retries forever inside `acquire()`: we always pass a deadline; and its calls
+  are kazoo's blocking ones, which wait for as long as the connection is down (a lock
+  attempt in a partition held its thread until the partition ended): it is given a client
+  whose blocking calls give up after the call timeout (`BoundedCalls`);
 - once held, nothing watches it: we set an exists-watch on our own lock node, so that a
   lock that vanishes mid-run (session expiry, a hand-deleted node) is noticed;
 - a failed acquire can leave an orphan contender of ours (kazoo #732) that would block the
@@ -75,6 +78,45 @@ class HeldLocks:
             return tag in self._tags
 
 
+class BoundedCalls:
+    """A KazooClient as kazoo's Lock uses it, whose blocking calls wait at most `timeout`
+    seconds (KazooTimeoutError, which the Lock does not retry: the attempt fails, and
+    `JobLock` clears what it may have left). Everything else is the client itself."""
+
+    def __init__(self, client: KazooClient, timeout: float) -> None:
+        self._client = client
+        self._timeout = timeout
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def create(
+        self,
+        path: str,
+        value: bytes = b"",
+        acl: Any = None,
+        ephemeral: bool = False,
+        sequence: bool = False,
+        makepath: bool = False,
+    ) -> str:
+        result = self._client.create_async(
+            path, value, acl=acl, ephemeral=ephemeral, sequence=sequence, makepath=makepath
+        )
+        return str(wait(result, self._timeout))
+
+    def get(self, path: str, watch: Any = None) -> Any:
+        return wait(self._client.get_async(path, watch), self._timeout)
+
+    def get_children(self, path: str, watch: Any = None) -> list[str]:
+        return list(wait(self._client.get_children_async(path, watch), self._timeout))
+
+    def delete(self, path: str, version: int = -1) -> Any:
+        return wait(self._client.delete_async(path, version), self._timeout)
+
+    def ensure_path(self, path: str, acl: Any = None) -> Any:
+        return wait(self._client.ensure_path_async(path, acl), self._timeout)
+
+
 class JobLock:
     def __init__(
         self,
@@ -92,12 +134,15 @@ class JobLock:
         self._member_tag = f"{member_id}/"
         self._owner_tag = f"{member_id}/{session_id:x}/{uuid.uuid4().hex[:12]}"
         self._registry = held
-        self._lock = Lock(client, self._path, identifier=self._owner_tag)
+        self._lock = Lock(BoundedCalls(client, timeout), self._path, identifier=self._owner_tag)
         self._lock.assured_path = held.folder_known(self._path)
         self._timeout = timeout
         self._lost = threading.Event()
         self._on_lost: Callable[[], None] | None = None
         self.held = False
+        # a failed attempt whose own contender may be left in the folder (its create can land
+        # although the call failed) and could not be cleared: the caller must clear it later
+        self.may_leave_orphan = False
 
     def try_acquire(self, wait: float = 0.25) -> LockAttempt:
         """Take the lock if it is free or freed within `wait` seconds.
@@ -148,7 +193,7 @@ class JobLock:
             self._watch_own_node()
         else:
             self._registry.discard(self._owner_tag)
-            self._clear_orphans()
+            self.may_leave_orphan = not self._clear_orphans()
         return got
 
     def holder(self) -> str | None:
@@ -240,21 +285,40 @@ class JobLock:
         # Not awaited: it is pipelined with the claim that follows on the same connection.
         self._client.exists_async(path, watcher).rawlink(settled)
 
-    def _clear_orphans(self) -> None:
-        """Delete contenders of this member's current session that we do not hold. The
-        session is read from each node's ephemeral owner, not its tag: a tag names the
-        session the caller believed in, which can be one that just ended."""
-        session = self._client.client_id[0] if self._client.client_id else None
-        try:
-            children = wait(self._client.get_children_async(self._path), self._timeout)
-            for child in children:
-                path = f"{self._path}/{child}"
-                data, stat = wait(self._client.get_async(path), self._timeout)
-                tag = data.decode(errors="replace")
-                ours = stat.ephemeralOwner == session and tag.startswith(self._member_tag)
-                if ours and tag not in self._registry:
-                    log.warning("deleting orphaned lock contender %s of this member", path)
-                    with contextlib.suppress(NoNodeError):
-                        wait(self._client.delete_async(path), self._timeout)
-        except (KazooException, KazooTimeoutError, NoNodeError):
-            pass
+    def _clear_orphans(self) -> bool:
+        return clear_orphans(
+            self._client, self._path, self._member_tag, self._registry, self._timeout
+        )
+
+
+def clear_orphans(
+    client: KazooClient, lock_path: str, member_tag: str, held: HeldLocks, timeout: float
+) -> bool:
+    """Delete the contenders in `lock_path` of this member's current session that `held` does
+    not know; True once the whole folder was read (then none is left), False when a call
+    failed (try again later: an orphan blocks the job for as long as the session lives).
+
+    The session is read from each node's ephemeral owner, not its tag: a tag names the
+    session the caller believed in, which can be one that just ended."""
+    session = client.client_id[0] if client.client_id else None
+    if session is None:
+        return False
+    try:
+        children = wait(client.get_children_async(lock_path), timeout)
+        for child in children:
+            path = f"{lock_path}/{child}"
+            try:
+                data, stat = wait(client.get_async(path), timeout)
+            except NoNodeError:
+                continue  # released meanwhile
+            tag = data.decode(errors="replace")
+            ours = stat.ephemeralOwner == session and tag.startswith(member_tag)
+            if ours and tag not in held:
+                log.warning("deleting orphaned lock contender %s of this member", path)
+                with contextlib.suppress(NoNodeError):
+                    wait(client.delete_async(path), timeout)
+    except NoNodeError:
+        return True  # no folder, no contender
+    except (KazooException, KazooTimeoutError):
+        return False
+    return True
