@@ -380,6 +380,62 @@ def test_catchup_policies_after_an_outage(
     assert log.duplicates() == {}
 
 
+@pytest.mark.parametrize("policy", ["all", "latest"])
+def test_a_takeover_fills_a_hole_behind_newer_records(
+    zk: str, client_id: str, tmp_path: Path, kazoo: KazooClient, policy: str
+) -> None:
+    """A member claimed an instant's successors before it (its claim came back unknown and
+    went to be retried), then died: no record at that instant, newer ones after it. Catch-up
+    used to start after the newest record and never look back; the instant was lost for good
+    (the failover benchmark, audited). Now the next owner runs it (`all`) or records it
+    skipped (`latest`), so that nothing is left neither run nor recorded."""
+    from zksched.runtime.daemon import Daemon, DaemonConfig
+    from zksched.zk.connection import ZkSettings
+
+    out = tmp_path / "fires.log"
+    jobfile = tmp_path / "jobs.toml"
+    jobfile.write_text(
+        recording_job(
+            "holey", out, schedule="*/2 * * * * *", catchup=policy, catchup_window="1m", history=50
+        )
+    )
+    apply(zk, client_id, jobfile)
+    settings = ZkSettings(hosts=zk, session_timeout=SESSION_TIMEOUT)
+    first = Daemon(DaemonConfig(zk=settings, client_id=client_id, member_id="first"))
+    first.start()
+    log = FireLog(out)
+    log.wait_for(lambda: len(log.fire_keys()) >= 4, 20)
+    first.stop()
+    paths = ClusterPaths(client_id)
+    instants = sorted(kazoo.get_children(paths.job_fires("holey")))
+    hole = instants[-3]  # two newer records after it
+    # as if it had never been claimed nor run
+    kazoo.delete(paths.fire("holey", hole))
+    out.write_text("".join(line for line in out.read_text().splitlines(True) if hole not in line))
+
+    second = Daemon(DaemonConfig(zk=settings, client_id=client_id, member_id="second"))
+    second.start()
+    try:
+        key = f"holey@{hole}"
+        if policy == "all":
+            log.wait_for(lambda: any(p[0] == key and p[1] == "second" for p in log.lines()), 10)
+        else:
+            wait_until(
+                lambda: kazoo.exists(paths.fire("holey", hole)) is not None, 10, what="a record"
+            )
+            raw, _ = kazoo.get(paths.fire("holey", hole))
+            record = json.loads(raw)
+            assert record["state"] == "skipped", record
+            assert record["skip_reason"] == "outside-catchup-window", record
+            assert key not in log.fire_keys()
+        time.sleep(1.5)  # a second catch-up of it (another takeover) would show now
+        assert log.duplicates() == {}
+    finally:
+        second.stop()
+    report = run_cli(zk, client_id, "audit", "--json")
+    assert hole not in json.loads(report.stdout)["jobs"][0]["gaps"]
+
+
 def test_a_catchup_of_a_rare_job_runs_every_missed_instant(
     zk: str, client_id: str, tmp_path: Path
 ) -> None:

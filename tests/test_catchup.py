@@ -6,7 +6,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zksched.core.catchup import COUNT_LIMIT, RUN_LIMIT, plan_catchup
+from zksched.core.catchup import (
+    COUNT_LIMIT,
+    RUN_LIMIT,
+    holes,
+    next_records,
+    outside_ranges,
+    plan_catchup,
+)
 from zksched.core.schedule import Schedule
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
@@ -122,3 +129,80 @@ def test_catchup_starts_after_the_newest_scheduled_record_not_a_trigger() -> Non
     records = [at(1), at(2), at(4.25)]  # the last one: a manual trigger between instants
     assert newest_scheduled(EVERY_MINUTE, records) == at(2)
     assert newest_scheduled(EVERY_MINUTE, [at(4.25)]) is None
+
+
+EVERY_SECOND = Schedule.parse("* * * * * *")
+
+
+def sec(n: int) -> datetime:
+    return T0 + timedelta(seconds=n)
+
+
+def test_a_missing_instant_behind_a_newer_record_is_a_hole() -> None:
+    # 0..5 ran but 3: a member claimed 4 and 5 while 3 waited for a retry, and died
+    recorded = [sec(i) for i in (0, 1, 2, 4, 5)]
+    assert holes(EVERY_SECOND, recorded, sec(-1), keep=20) == [sec(3)]
+    assert holes(EVERY_SECOND, [sec(i) for i in range(6)], sec(-1), keep=20) == []
+    # instants due after the lower bound (the window, the job's last change) and before the
+    # first record never ran either
+    assert holes(EVERY_SECOND, recorded, sec(-3), keep=20) == [sec(-2), sec(-1), sec(3)]
+
+
+def test_holes_start_after_the_lower_bound_and_end_before_the_newest_record() -> None:
+    recorded = [sec(0), sec(5)]
+    assert holes(EVERY_SECOND, recorded, sec(2), keep=20) == [sec(3), sec(4)]
+    assert holes(EVERY_SECOND, [], sec(-1), keep=20) == []
+    assert holes(EVERY_SECOND, [sec(5)], sec(5), keep=20) == []
+
+
+def test_no_hole_older_than_the_keep_th_newest_record() -> None:
+    # three records kept: 6 may have been pruned (three newer ones exist), 8 cannot have
+    recorded = [sec(i) for i in (7, 9, 10)]
+    assert holes(EVERY_SECOND, recorded, sec(0), keep=3) == [sec(8)]
+    assert holes(EVERY_SECOND, recorded, sec(0), keep=1) == []
+
+
+def test_a_trigger_record_is_no_newest_scheduled_record_but_counts_as_kept() -> None:
+    trigger = sec(4) + timedelta(milliseconds=500)
+    assert holes(EVERY_SECOND, [sec(0), sec(2), trigger], sec(-1), keep=20) == [sec(1)]
+    assert holes(EVERY_SECOND, [sec(0), sec(2), trigger], sec(-1), keep=2) == []
+
+
+def test_only_the_record_after_a_hole_can_cover_it() -> None:
+    recorded = [sec(0), sec(4), sec(9)]
+    assert next_records([sec(1), sec(2), sec(5)], recorded) == [sec(4), sec(9)]
+    assert outside_ranges([sec(1), sec(2), sec(5)], [(sec(2), sec(4))]) == [sec(1), sec(5)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    claims=st.lists(st.integers(0, 40), min_size=1, max_size=60),
+    prune_at=st.sets(st.integers(0, 60)),
+    keep=st.integers(1, 8),
+    after=st.integers(-5, 20),
+)
+def test_a_hole_was_never_claimed_and_every_unclaimed_recent_instant_is_one(
+    claims: list[int], prune_at: set[int], keep: int, after: int
+) -> None:
+    """Members claim instants in any order; pruning (oldest first, down to `keep`) runs now and
+    then. No hole was ever claimed (running it again would run it twice), and every instant
+    never claimed that has fewer than `keep` records after it is found."""
+    folder: set[int] = set()
+    ever: set[int] = set()
+    for step, instant in enumerate(claims):
+        if instant not in folder and instant not in ever:
+            folder.add(instant)
+            ever.add(instant)
+        if step in prune_at and len(folder) > keep:
+            for victim in sorted(folder)[: len(folder) - keep]:
+                folder.discard(victim)
+    recorded = [sec(i) for i in folder]
+    found = {int((h - T0).total_seconds()) for h in holes(EVERY_SECOND, recorded, sec(after), keep)}
+    assert not found & ever
+    newest = max(folder)
+    expected = {
+        i
+        for i in range(after + 1, newest)
+        if i not in ever and sum(1 for r in folder if r > i) < keep
+    }
+    assert found == expected

@@ -6,10 +6,19 @@ changed, e.g. was resumed) up to now. The policy picks among them:
     latest  only the newest missed instant, if it is inside the window
     none    none
 Instants not run are reported as `outside-catchup-window` skips.
+
+Holes: a scheduled instant with no record behind a newer one that has a record. A member can
+claim out of order (an earlier instant's claim or lock take came back unknown and went to be
+retried) and then die, or lose the earlier one; catch-up after the newest record would never
+look back at it. `holes` finds them; the policy treats them as missed instants (`all` runs
+them, the others record them skipped). Only among the newest `keep` records: history pruning
+deletes the oldest records down to `keep`, so an instant older than the keep-th newest record
+may have run and been pruned, and running it again would run it twice.
 """
 
 from __future__ import annotations
 
+import bisect
 import collections
 import itertools
 from dataclasses import dataclass
@@ -19,6 +28,7 @@ from zksched.core.schedule import Schedule
 
 COUNT_LIMIT = 10_000  # counting skipped instants of an every-second job must stay cheap
 RUN_LIMIT = 10_000  # catch-up of `all` runs at most the newest this many missed instants
+HOLE_LIMIT = 1_000  # holes looked at per job and catch-up (one is rare; thousands, a bug)
 
 
 @dataclass(frozen=True)
@@ -77,6 +87,50 @@ def newest_scheduled(schedule: Schedule, instants: list[datetime]) -> datetime |
         if is_scheduled(schedule, instant):
             return instant
     return None
+
+
+def holes(
+    schedule: Schedule, recorded: list[datetime], after: datetime, keep: int
+) -> list[datetime]:
+    """The job's scheduled instants after `after` and before its newest scheduled record that
+    have no record, oldest first, among its newest `keep` records (see the module docstring).
+    Skip-range records (one record for many instants) may cover some: see `outside_ranges`."""
+    newest = newest_scheduled(schedule, recorded)
+    if newest is None:
+        return []
+    have = set(recorded)
+    floor = after
+    ordered = sorted(have, reverse=True)
+    if len(ordered) >= keep:
+        floor = max(floor, ordered[max(1, keep) - 1])
+    if floor >= newest:
+        return []
+    found = []
+    for instant in itertools.islice(schedule.fires_between(floor, newest), 10 * HOLE_LIMIT):
+        if instant < newest and instant not in have:
+            found.append(instant)
+            if len(found) == HOLE_LIMIT:
+                break
+    return found
+
+
+def next_records(holes: list[datetime], recorded: list[datetime]) -> list[datetime]:
+    """For each hole, the first record after it: the only one that can be a skip range
+    covering it (a range ends at its record and holds no other record)."""
+    ordered = sorted(set(recorded))
+    out: list[datetime] = []
+    for hole in holes:
+        after = bisect.bisect_right(ordered, hole)
+        if after < len(ordered) and (not out or out[-1] != ordered[after]):
+            out.append(ordered[after])
+    return out
+
+
+def outside_ranges(
+    holes: list[datetime], ranges: list[tuple[datetime, datetime]]
+) -> list[datetime]:
+    """The holes that no skip range [first, last] covers."""
+    return [h for h in holes if not any(first <= h <= last for first, last in ranges)]
 
 
 def trigger_instant(schedule: Schedule, now: datetime, search: int = 60) -> datetime:

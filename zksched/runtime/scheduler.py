@@ -38,7 +38,14 @@ import mmh3
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
-from zksched.core.catchup import newest_scheduled, plan_catchup, trigger_instant
+from zksched.core.catchup import (
+    holes,
+    newest_scheduled,
+    next_records,
+    outside_ranges,
+    plan_catchup,
+    trigger_instant,
+)
 from zksched.core.firekey import fire_key, format_utc, parse_utc
 from zksched.core.jobspec import JobSpec
 from zksched.runtime.clock import Clock
@@ -471,6 +478,7 @@ class FireScheduler:
         newest = newest_scheduled(spec.schedule_obj, recorded)
         after = lower if newest is None else max(lower, newest)
         plan = plan_catchup(spec.schedule_obj, spec.catchup, spec.catchup_window, after, now)
+        behind = self._holes(spec, recorded, lower, now)
         if plan.skipped:
             span = (
                 f"{format_utc(plan.first_skipped)}..{format_utc(plan.last_skipped)}"
@@ -493,22 +501,68 @@ class FireScheduler:
                 still_owned = current is not None and current.generation == generation
             if still_owned and plan.first_skipped is not None and newest is not None:
                 self._fire_path.record_skip_range(spec, plan.first_skipped, newest, plan.skipped)
-        if plan.run:
+        run = list(plan.run)
+        if behind:
+            window_start = now - timedelta(seconds=spec.catchup_window)
+            refill = [h for h in behind if spec.catchup == "all" and h > window_start]
+            passed = [h for h in behind if h not in set(refill)]
+            log.warning(
+                "%s: %d instants behind newer records never ran (%s): %s",
+                name,
+                len(behind),
+                "running them" if not passed else f"catchup = {spec.catchup}: skipping them",
+                ", ".join(format_utc(h) for h in behind[:5]) + (" …" if len(behind) > 5 else ""),
+                extra={"event": "holes", "job": name, "count": len(behind)},
+            )
+            with self._cv:
+                current = self._owned.get(name)
+                still_owned = current is not None and current.generation == generation
+            for hole in passed:
+                self._skips.skip(
+                    name, "outside-catchup-window", f"{format_utc(hole)} behind newer records"
+                )
+                if still_owned:
+                    self._fire_path.record_skip_range(spec, hole, hole, 1)
+            run = refill + run
+        if run:
             log.info(
                 "catching up %s: %d missed instants (catchup = %s)",
                 name,
-                len(plan.run),
+                len(run),
                 spec.catchup,
-                extra={"event": "catchup", "job": name, "count": len(plan.run)},
+                extra={"event": "catchup", "job": name, "count": len(run)},
             )
             for observer in self.catchup_observers:
-                observer(name, len(plan.run))
-        for instant in plan.run:
+                observer(name, len(run))
+        for instant in run:
             with self._cv:
                 current = self._owned.get(name)
                 if current is None or current.generation != generation or not self._dispatching:
                     return
             self._fire_path.fire(spec, instant, "catchup")
+
+    def _holes(
+        self, spec: JobSpec, recorded: list[datetime], lower: datetime, now: datetime
+    ) -> list[datetime]:
+        """Instants behind the job's newer records that no record covers (`core.catchup.holes`);
+        [] when the records that could cover them as skip ranges cannot be read."""
+        found = holes(spec.schedule_obj, recorded, lower, keep=max(1, spec.history))
+        if not found:
+            return []
+        try:
+            after = [format_utc(r) for r in next_records(found, recorded)]
+            records = self._fire_path.claims.read_many(spec.name, after)
+        except (KazooException, KazooTimeoutError) as exc:
+            log.warning("%s: instants behind newer records left alone (%s)", spec.name, exc)
+            return []
+        ranges = []
+        for record in records.values():
+            if record is None or record.state != "skipped":
+                continue
+            with contextlib.suppress(ValueError, TypeError):
+                first = parse_utc(str(record.extra.get("covers_from", record.scheduled)))
+                ranges.append((first, parse_utc(record.scheduled)))
+        return outside_ranges(found, ranges)
 
     def _finish_catchup(self, name: str, generation: int) -> None:
         """Run what came due during the catch-up, in order, then hand back to the timer."""
