@@ -52,6 +52,21 @@ def create_all(kazoo: KazooClient, paths: list[str], window: int = 2_000) -> Non
                 result.get(timeout=60)
 
 
+def create_new(kazoo: KazooClient, paths: list[str], per_txn: int = 500) -> None:
+    """Creates of folders that do not exist yet, 500 to a transaction (~30 KB), 8 in flight:
+    a tenth of the time of one request each."""
+    for start in range(0, len(paths), 8 * per_txn):
+        pending = []
+        for first in range(start, min(start + 8 * per_txn, len(paths)), per_txn):
+            txn = kazoo.transaction()
+            for path in paths[first : first + per_txn]:
+                txn.create(path, b"")
+            pending.append(txn.commit_async())
+        for result in pending:
+            outcomes = result.get(timeout=60)
+            assert not any(isinstance(o, Exception) for o in outcomes), outcomes[:3]
+
+
 def test_largest_folder_at_100k_jobs_stays_far_below_one_megabyte(
     zk_server: ZkServer, client_id: str, tmp_path: Path
 ) -> None:
@@ -92,7 +107,7 @@ def check_folders(
     )
     buckets = sorted({paths.job_fires(n).rsplit("/", 1)[0] for n in names})
     create_all(kazoo, buckets)
-    create_all(kazoo, [paths.job_fires(n) for n in names])
+    create_new(kazoo, [paths.job_fires(n) for n in names])
     created_at = time.monotonic()
 
     folders = [paths.base, paths.members, paths.jobs, paths.blobs, paths.fires, paths.locks]
