@@ -280,3 +280,31 @@ def test_a_later_instant_of_a_job_goes_behind_an_earlier_one_handed_back(
         assert log.duplicates() == {}
     finally:
         daemon.stop()
+
+
+def test_a_fire_whose_lease_another_fire_holds_is_retried_not_skipped(
+    zk: str, client_id: str, tmp_path: Path
+) -> None:
+    """The job's lease is busy here, but no command of the job runs: another fire of it has
+    it (a later instant that got in first while this one waited for a lock held elsewhere,
+    seen in CI's burst test). That is no `still-running` skip, which was recorded and lost
+    the instant for good: it is retried, and runs once the lease is free."""
+    daemon = start_member(zk, client_id, tmp_path, ("l-0",))
+    leases = daemon.fire_path.leases
+    session = daemon.cluster.view.session_id or 0
+    try:
+        daemon.fire_path.prepare("l-0", session)
+        other = leases.take_if_held("l-0", session)  # the other fire
+        assert other is not None
+        spec = daemon.jobs.snapshot.entries["l-0"].spec
+        assert spec is not None
+        instant = datetime(2032, 1, 1, tzinfo=UTC)
+        assert daemon.fire_path.fire(spec, instant, wait=False) == "deferred"
+        assert daemon.client.exists(daemon.paths.fire("l-0", format_utc(instant))) is None
+        assert daemon.skips.counts["still-running"] == 0
+        leases.give_back("l-0", other, keep=True)
+        daemon.fire_path.retry_unresolved()
+        log = FireLog(tmp_path / "fires.log")
+        log.wait_for(lambda: log.fire_keys() == [f"l-0@{format_utc(instant)}"], 10)
+    finally:
+        daemon.stop()

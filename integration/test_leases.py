@@ -266,3 +266,16 @@ def test_a_contender_a_failed_attempt_left_behind_is_deleted_once_zookeeper_answ
     attempt, lock = b.take("j", session_b)
     assert attempt is LockAttempt.ACQUIRED and lock is not None
     b.give_back("j", lock, keep=True)
+
+
+def test_no_lock_is_taken_ahead_for_a_job_no_longer_owned(
+    zk_client: Callable[..., KazooClient], kazoo: KazooClient, zk: str, client_id: str
+) -> None:
+    """A member alone at start owns every job for a moment and queues their lock takes;
+    those that run after the others joined must not take locks of jobs now theirs."""
+    _, a, session = member(zk_client, zk, client_id, "m-a")
+    a.set_owned({"kept"})
+    a.prepare("moved", session)
+    a.prepare("kept", session)
+    assert a.held_jobs() == ["kept"]
+    assert kazoo.exists(ClusterPaths(client_id).job_lock("moved")) is None  # not even tried

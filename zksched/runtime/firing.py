@@ -208,6 +208,12 @@ class FirePath:
     def leases(self) -> JobLeases:
         return self._leases
 
+    def _runs_here(self, job: str) -> bool:
+        """A command of the job runs on this member now."""
+        prefix = f"{job}@"
+        with self._running_lock:
+            return any(key.startswith(prefix) for key in self._running)
+
     def running_jobs(self) -> list[str]:
         with self._running_lock:
             return sorted({r.fire_key.split("@", 1)[0] for r in self._running.values()})
@@ -276,6 +282,17 @@ class FirePath:
                     key,
                     lock.holder(),
                     extra={"event": "lock-wait", "fire_key": key},
+                )
+                self._queue_retry(_Retry(spec, instant, kind, t_due, None))
+                return "deferred"
+            if attempt is LockAttempt.HELD and lock is None and not self._runs_here(spec.name):
+                # The lease is busy here but no command of the job runs: another fire of it
+                # (a later instant that got in first, a lock taken ahead) is about to claim
+                # or give it back. No `still-running` skip, which would lose this instant.
+                log.info(
+                    "%s: another fire of the job has its lease; retried after it",
+                    key,
+                    extra={"event": "lease-wait", "fire_key": key},
                 )
                 self._queue_retry(_Retry(spec, instant, kind, t_due, None))
                 return "deferred"

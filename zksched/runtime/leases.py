@@ -212,9 +212,12 @@ class JobLeases:
 
     def prepare(self, job: str, session_id: int) -> None:
         """Take the lock ahead of the job's next fire (a pool thread; failures are fine:
-        the fire tries again itself)."""
-        if self._closing:
-            return
+        the fire tries again itself). Not for a job this member stopped owning meanwhile:
+        a member that owned a thousand jobs for a moment (alone at start, before the others
+        joined) kept their locks, taken after the fact, until every take was done."""
+        with self._cv:
+            if self._closing or job not in self._owned:
+                return
         attempt, lock = self.take(job, session_id, wait=0.0)
         if attempt is LockAttempt.ACQUIRED and lock is not None:
             self.give_back(job, lock, keep=True)

@@ -94,6 +94,12 @@ class FireScheduler:
         self._prepare_pool = ThreadPoolExecutor(
             max_workers=PREPARE_THREADS, thread_name_prefix="zksched-prepare"
         )
+        # giving back locks of jobs no longer ours: never behind the takes queued before it
+        # (a thousand, when a member owned every job for a moment), which blocked the jobs'
+        # new owners for as long
+        self._giveback_pool = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="zksched-giveback"
+        )
         self._take_trigger = take_trigger
         self._cv = threading.Condition()
         # (due, seq, job, generation, instant); instant None: take the job's lock ahead
@@ -175,6 +181,7 @@ class FireScheduler:
 
         def drain() -> None:
             self._prepare_pool.shutdown(wait=True, cancel_futures=True)
+            self._giveback_pool.shutdown(wait=True, cancel_futures=True)
             self._pool.shutdown(wait=True, cancel_futures=True)
             done.set()
 
@@ -215,7 +222,7 @@ class FireScheduler:
                     and self._view is not None
                     and self._view.connected
                 ):
-                    self._submit_lock_work(self._fire_path.leases.release_unowned)
+                    self._submit_give_back()
             with self._cv:
                 self.heartbeat = self._clock.now()
                 if self._dirty:
@@ -347,6 +354,10 @@ class FireScheduler:
         for spec, instant, due_ts in self._fire_path.fire_many(ready, made):
             self._submit(self._fire_path.fire_handed_back, spec, instant, due_ts)
 
+    def _submit_give_back(self) -> None:
+        with contextlib.suppress(RuntimeError):  # the pool is shut down: we are stopping
+            self._giveback_pool.submit(self._guard, self._fire_path.leases.release_unowned)
+
     def _submit_lock_work(self, fn: Callable[..., object], *args: object) -> None:
         """Taking and giving back locks: on their own threads, never behind fires that
         wait for a concurrency slot."""
@@ -408,7 +419,7 @@ class FireScheduler:
             # the locks of jobs no longer ours go back (not while disconnected: then they
             # stay until the session is known to be alive, or gone with it)
             self._fire_path.leases.set_owned(self._owned)
-            self._submit_lock_work(self._fire_path.leases.release_unowned)
+            self._submit_give_back()
             # also on drops alone, so the log always tells how many jobs this member owns
             log.info(
                 "now owning %d jobs (%d taken over, %d dropped)",
