@@ -138,6 +138,14 @@ def test_history_is_pruned_to_its_count(
     assert 3 <= len(kept) <= 3 + 5 + 1
     newest = max(FireLog(tmp_path / "out.log").fire_keys()).split("@", 1)[1]
     wait_until(lambda: newest in kazoo.get_children(folder), 3, what="newest kept")
+    # the horizon: every pruned instant is at or before it, so no catch-up takes it for one
+    # that never ran (core.catchup.unpruned)
+    raw, _ = kazoo.get(folder)
+    horizon = json.loads(raw)["pruned_through"]
+    ran = [key.split("@", 1)[1] for key in FireLog(tmp_path / "out.log").fire_keys()]
+    remaining = set(kazoo.get_children(folder))
+    assert all(instant <= horizon for instant in ran if instant not in remaining)
+    assert horizon < newest
 
 
 def test_a_claim_whose_outcome_was_unknown_is_settled_and_run_once(

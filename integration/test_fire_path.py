@@ -380,7 +380,7 @@ def test_catchup_policies_after_an_outage(
     assert log.duplicates() == {}
 
 
-@pytest.mark.parametrize("policy", ["all", "latest"])
+@pytest.mark.parametrize("policy", ["all", "latest", "pruned"])
 def test_a_takeover_fills_a_hole_behind_newer_records(
     zk: str, client_id: str, tmp_path: Path, kazoo: KazooClient, policy: str
 ) -> None:
@@ -388,7 +388,8 @@ def test_a_takeover_fills_a_hole_behind_newer_records(
     went to be retried), then died: no record at that instant, newer ones after it. Catch-up
     used to start after the newest record and never look back; the instant was lost for good
     (the failover benchmark, audited). Now the next owner runs it (`all`) or records it
-    skipped (`latest`), so that nothing is left neither run nor recorded."""
+    skipped (`latest`), so that nothing is left neither run nor recorded; but never one at
+    or before the job's pruning horizon (`pruned`: it may have run, its record pruned)."""
     from zksched.runtime.daemon import Daemon, DaemonConfig
     from zksched.zk.connection import ZkSettings
 
@@ -396,7 +397,12 @@ def test_a_takeover_fills_a_hole_behind_newer_records(
     jobfile = tmp_path / "jobs.toml"
     jobfile.write_text(
         recording_job(
-            "holey", out, schedule="*/2 * * * * *", catchup=policy, catchup_window="1m", history=50
+            "holey",
+            out,
+            schedule="*/2 * * * * *",
+            catchup="all" if policy == "pruned" else policy,
+            catchup_window="1m",
+            history=50,
         )
     )
     apply(zk, client_id, jobfile)
@@ -412,6 +418,8 @@ def test_a_takeover_fills_a_hole_behind_newer_records(
     # as if it had never been claimed nor run
     kazoo.delete(paths.fire("holey", hole))
     out.write_text("".join(line for line in out.read_text().splitlines(True) if hole not in line))
+    if policy == "pruned":
+        kazoo.set(paths.job_fires("holey"), json.dumps({"pruned_through": hole}).encode())
 
     second = Daemon(DaemonConfig(zk=settings, client_id=client_id, member_id="second"))
     second.start()
@@ -419,6 +427,11 @@ def test_a_takeover_fills_a_hole_behind_newer_records(
         key = f"holey@{hole}"
         if policy == "all":
             log.wait_for(lambda: any(p[0] == key and p[1] == "second" for p in log.lines()), 10)
+        elif policy == "pruned":
+            log.wait_for(lambda: any(p[1] == "second" for p in log.lines()), 10)
+            time.sleep(1.0)  # its catch-up is done by its first fire: a hole's run shows now
+            assert key not in log.fire_keys()
+            assert kazoo.exists(paths.fire("holey", hole)) is None
         else:
             wait_until(
                 lambda: kazoo.exists(paths.fire("holey", hole)) is not None, 10, what="a record"
@@ -432,8 +445,9 @@ def test_a_takeover_fills_a_hole_behind_newer_records(
         assert log.duplicates() == {}
     finally:
         second.stop()
-    report = run_cli(zk, client_id, "audit", "--json")
-    assert hole not in json.loads(report.stdout)["jobs"][0]["gaps"]
+    if policy != "pruned":
+        report = run_cli(zk, client_id, "audit", "--json")
+        assert hole not in json.loads(report.stdout)["jobs"][0]["gaps"]
 
 
 def test_a_catchup_of_a_rare_job_runs_every_missed_instant(

@@ -13,6 +13,7 @@ from zksched.core.catchup import (
     next_records,
     outside_ranges,
     plan_catchup,
+    unpruned,
 )
 from zksched.core.schedule import Schedule
 
@@ -141,31 +142,31 @@ def sec(n: int) -> datetime:
 def test_a_missing_instant_behind_a_newer_record_is_a_hole() -> None:
     # 0..5 ran but 3: a member claimed 4 and 5 while 3 waited for a retry, and died
     recorded = [sec(i) for i in (0, 1, 2, 4, 5)]
-    assert holes(EVERY_SECOND, recorded, sec(-1), keep=20) == [sec(3)]
-    assert holes(EVERY_SECOND, [sec(i) for i in range(6)], sec(-1), keep=20) == []
+    assert holes(EVERY_SECOND, recorded, sec(-1)) == [sec(3)]
+    assert holes(EVERY_SECOND, [sec(i) for i in range(6)], sec(-1)) == []
     # instants due after the lower bound (the window, the job's last change) and before the
     # first record never ran either
-    assert holes(EVERY_SECOND, recorded, sec(-3), keep=20) == [sec(-2), sec(-1), sec(3)]
+    assert holes(EVERY_SECOND, recorded, sec(-3)) == [sec(-2), sec(-1), sec(3)]
 
 
 def test_holes_start_after_the_lower_bound_and_end_before_the_newest_record() -> None:
     recorded = [sec(0), sec(5)]
-    assert holes(EVERY_SECOND, recorded, sec(2), keep=20) == [sec(3), sec(4)]
-    assert holes(EVERY_SECOND, [], sec(-1), keep=20) == []
-    assert holes(EVERY_SECOND, [sec(5)], sec(5), keep=20) == []
+    assert holes(EVERY_SECOND, recorded, sec(2)) == [sec(3), sec(4)]
+    assert holes(EVERY_SECOND, [], sec(-1)) == []
+    assert holes(EVERY_SECOND, [sec(5)], sec(5)) == []
 
 
-def test_no_hole_older_than_the_keep_th_newest_record() -> None:
-    # three records kept: 6 may have been pruned (three newer ones exist), 8 cannot have
-    recorded = [sec(i) for i in (7, 9, 10)]
-    assert holes(EVERY_SECOND, recorded, sec(0), keep=3) == [sec(8)]
-    assert holes(EVERY_SECOND, recorded, sec(0), keep=1) == []
-
-
-def test_a_trigger_record_is_no_newest_scheduled_record_but_counts_as_kept() -> None:
+def test_a_trigger_record_is_no_newest_scheduled_record() -> None:
     trigger = sec(4) + timedelta(milliseconds=500)
-    assert holes(EVERY_SECOND, [sec(0), sec(2), trigger], sec(-1), keep=20) == [sec(1)]
-    assert holes(EVERY_SECOND, [sec(0), sec(2), trigger], sec(-1), keep=2) == []
+    assert holes(EVERY_SECOND, [sec(0), sec(2), trigger], sec(-1)) == [sec(1)]
+
+
+def test_no_hole_at_or_before_the_pruning_horizon() -> None:
+    found = [sec(3), sec(6), sec(8)]
+    assert unpruned(found, sec(6), records=50, keep=20) == [sec(8)]
+    # no horizon: never pruned while fewer than `keep` records; else anything may have been
+    assert unpruned(found, None, records=19, keep=20) == found
+    assert unpruned(found, None, records=20, keep=20) == []
 
 
 def test_only_the_record_after_a_hole_can_cover_it() -> None:
@@ -176,33 +177,40 @@ def test_only_the_record_after_a_hole_can_cover_it() -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(
-    claims=st.lists(st.integers(0, 40), min_size=1, max_size=60),
-    prune_at=st.sets(st.integers(0, 60)),
+    steps=st.lists(
+        st.tuples(st.integers(0, 40), st.booleans(), st.sets(st.integers(0, 40))),
+        min_size=1,
+        max_size=60,
+    ),
     keep=st.integers(1, 8),
     after=st.integers(-5, 20),
 )
-def test_a_hole_was_never_claimed_and_every_unclaimed_recent_instant_is_one(
-    claims: list[int], prune_at: set[int], keep: int, after: int
+def test_a_hole_was_never_claimed_and_every_unclaimed_instant_after_the_horizon_is_one(
+    steps: list[tuple[int, bool, set[int]]], keep: int, after: int
 ) -> None:
-    """Members claim instants in any order; pruning (oldest first, down to `keep`) runs now and
-    then. No hole was ever claimed (running it again would run it twice), and every instant
-    never claimed that has fewer than `keep` records after it is found."""
+    """Members claim instants in any order, and now and then one prunes from what it knows of
+    the folder (any part of it: its list can miss records others made), oldest first, down
+    to `keep`, raising the horizon first. No hole was ever claimed (running it again would
+    run it twice), and every instant never claimed after the horizon is found."""
     folder: set[int] = set()
     ever: set[int] = set()
-    for step, instant in enumerate(claims):
-        if instant not in folder and instant not in ever:
+    horizon: int | None = None
+    for instant, prune, known in steps:
+        if instant not in ever:
             folder.add(instant)
             ever.add(instant)
-        if step in prune_at and len(folder) > keep:
-            for victim in sorted(folder)[: len(folder) - keep]:
-                folder.discard(victim)
+        listed = sorted(folder & known)
+        if prune and len(listed) > keep:
+            victims = listed[: len(listed) - keep]
+            horizon = max(victims) if horizon is None else max(horizon, max(victims))
+            folder -= set(victims)
+    if not folder:
+        return
     recorded = [sec(i) for i in folder]
-    found = {int((h - T0).total_seconds()) for h in holes(EVERY_SECOND, recorded, sec(after), keep)}
+    candidates = holes(EVERY_SECOND, recorded, sec(after))
+    kept = unpruned(candidates, None if horizon is None else sec(horizon), len(folder), keep)
+    found = {int((h - T0).total_seconds()) for h in kept}
     assert not found & ever
-    newest = max(folder)
-    expected = {
-        i
-        for i in range(after + 1, newest)
-        if i not in ever and sum(1 for r in folder if r > i) < keep
-    }
-    assert found == expected
+    if horizon is not None:
+        floor = max(after, horizon)
+        assert found == {i for i in range(floor + 1, max(folder)) if i not in ever}

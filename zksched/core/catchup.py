@@ -11,9 +11,9 @@ Holes: a scheduled instant with no record behind a newer one that has a record. 
 claim out of order (an earlier instant's claim or lock take came back unknown and went to be
 retried) and then die, or lose the earlier one; catch-up after the newest record would never
 look back at it. `holes` finds them; the policy treats them as missed instants (`all` runs
-them, the others record them skipped). Only among the newest `keep` records: history pruning
-deletes the oldest records down to `keep`, so an instant older than the keep-th newest record
-may have run and been pruned, and running it again would run it twice.
+them, the others record them skipped). Never one that pruning made: a pruned record's
+instant ran (or was skipped), and running it again would run it twice; pruning raises the
+job's horizon before it deletes anything, and only instants after it can be holes.
 """
 
 from __future__ import annotations
@@ -89,29 +89,33 @@ def newest_scheduled(schedule: Schedule, instants: list[datetime]) -> datetime |
     return None
 
 
-def holes(
-    schedule: Schedule, recorded: list[datetime], after: datetime, keep: int
-) -> list[datetime]:
+def holes(schedule: Schedule, recorded: list[datetime], after: datetime) -> list[datetime]:
     """The job's scheduled instants after `after` and before its newest scheduled record that
-    have no record, oldest first, among its newest `keep` records (see the module docstring).
-    Skip-range records (one record for many instants) may cover some: see `outside_ranges`."""
+    have no record, oldest first (at most HOLE_LIMIT). Some may be covered by skip-range
+    records (`outside_ranges`) or have been pruned (`unpruned`)."""
     newest = newest_scheduled(schedule, recorded)
-    if newest is None:
+    if newest is None or after >= newest:
         return []
     have = set(recorded)
-    floor = after
-    ordered = sorted(have, reverse=True)
-    if len(ordered) >= keep:
-        floor = max(floor, ordered[max(1, keep) - 1])
-    if floor >= newest:
-        return []
     found = []
-    for instant in itertools.islice(schedule.fires_between(floor, newest), 10 * HOLE_LIMIT):
+    for instant in itertools.islice(schedule.fires_between(after, newest), 10 * HOLE_LIMIT):
         if instant < newest and instant not in have:
             found.append(instant)
             if len(found) == HOLE_LIMIT:
                 break
     return found
+
+
+def unpruned(
+    holes: list[datetime], pruned_through: datetime | None, records: int, keep: int
+) -> list[datetime]:
+    """The holes that pruning cannot have made: those after the job's pruning horizon (the
+    newest instant pruning may have deleted, raised before any record goes). Without a
+    horizon, none once the job holds `keep` records (pruned before horizons were kept, its
+    records could be anywhere); all while it holds fewer (pruning leaves `keep`)."""
+    if pruned_through is not None:
+        return [h for h in holes if h > pruned_through]
+    return [] if records >= keep else list(holes)
 
 
 def next_records(holes: list[datetime], recorded: list[datetime]) -> list[datetime]:

@@ -45,6 +45,7 @@ from zksched.core.catchup import (
     outside_ranges,
     plan_catchup,
     trigger_instant,
+    unpruned,
 )
 from zksched.core.firekey import fire_key, format_utc, parse_utc
 from zksched.core.jobspec import JobSpec
@@ -555,17 +556,24 @@ class FireScheduler:
     def _holes(
         self, spec: JobSpec, recorded: list[datetime], lower: datetime, now: datetime
     ) -> list[datetime]:
-        """Instants behind the job's newer records that no record covers (`core.catchup.holes`);
-        [] when the records that could cover them as skip ranges cannot be read."""
-        found = holes(spec.schedule_obj, recorded, lower, keep=max(1, spec.history))
+        """Instants behind the job's newer records that never ran (`core.catchup`): no record,
+        not pruned, not inside a skip range; [] when what would tell cannot be read."""
+        found = holes(spec.schedule_obj, recorded, lower)
         if not found:
             return []
+        claims = self._fire_path.claims
         try:
+            horizon = claims.pruned_through(spec.name)
             after = [format_utc(r) for r in next_records(found, recorded)]
-            records = self._fire_path.claims.read_many(spec.name, after)
+            records = claims.read_many(spec.name, after)
         except (KazooException, KazooTimeoutError) as exc:
             log.warning("%s: instants behind newer records left alone (%s)", spec.name, exc)
             return []
+        try:
+            pruned = None if horizon is None else parse_utc(horizon)
+        except ValueError:
+            return []  # an unreadable horizon: anything may have been pruned
+        found = unpruned(found, pruned, len(recorded), max(1, spec.history))
         ranges = []
         for record in records.values():
             if record is None or record.state != "skipped":

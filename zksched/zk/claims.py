@@ -16,6 +16,7 @@ czxid of every record it created.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import time
 from collections.abc import Iterator
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
 
 from zksched.core.fires import FireRecord
 from zksched.zk.connection import wait
@@ -230,10 +231,35 @@ class FireClaims:
                 out[key] = None
         return out
 
+    def pruned_through(self, job: str) -> str | None:
+        """The newest instant whose record pruning may have deleted (kept in the job's fire
+        folder, raised before any record goes); None: not pruned since horizons are kept.
+        An unreadable one is UNREADABLE_HORIZON, after every instant (assume the worst)."""
+        try:
+            raw, _ = wait(self._client.get_async(self._paths.job_fires(job)), self._timeout)
+        except NoNodeError:
+            return None
+        return _horizon(raw)
+
     def prune(self, job: str, instants: list[str]) -> None:
-        """Delete these records (oldest history) in one transaction; gone ones are fine."""
+        """Delete these records (oldest history) in one transaction; gone ones are fine.
+
+        First the fire folder's horizon (`pruned_through`) is raised to the newest of them,
+        by a versioned write (a concurrent pruner's higher horizon is never lowered; on a
+        conflict nothing is deleted this time): a catch-up looking for instants that never
+        ran (`core.catchup.holes`) must never take a pruned record's instant for one."""
         if not instants:
             return
+        folder = self._paths.job_fires(job)
+        newest = max(instants)
+        raw, stat = wait(self._client.get_async(folder), self._timeout)
+        current = _horizon(raw)
+        if current is None or current < newest:
+            body = json.dumps({"pruned_through": newest}).encode()
+            try:
+                wait(self._client.set_async(folder, body, stat.version), self._timeout)
+            except BadVersionError:
+                return  # another member pruned meanwhile: next time
         txn = self._client.transaction()
         for instant in instants:
             txn.delete(self._paths.fire(job, instant))
@@ -254,3 +280,16 @@ class FireClaims:
         for path in (folder, self._paths.job_lock(job)):
             with contextlib.suppress(NoNodeError, NotEmptyError):
                 wait(self._client.delete_async(path), self._timeout)
+
+
+UNREADABLE_HORIZON = "~"  # sorts after every instant: anything may have been pruned
+
+
+def _horizon(raw: bytes) -> str | None:
+    if not raw:
+        return None
+    try:
+        value = json.loads(raw).get("pruned_through")
+    except (ValueError, AttributeError, UnicodeDecodeError):
+        return UNREADABLE_HORIZON
+    return value if isinstance(value, str) else UNREADABLE_HORIZON
