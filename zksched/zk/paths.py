@@ -4,6 +4,7 @@
         members/<member_id>.<seq>           ephemeral sequential: a live member (JSON)
         jobs                                the job table's root: generation and bucket ids
         jobs/blobs/<id>                     a bucket of job records (content-addressed JSON)
+        fires/<bb>/<job>                    a job's fire folder; data {"pruned_through": <instant>}
         fires/<bb>/<job>/<instant>          one fire record per (job, UTC instant)
         fence                               empty; a batch of claims also writes it: its
                                             mzxid is their fencing token
