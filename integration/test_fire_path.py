@@ -399,7 +399,7 @@ def test_a_takeover_fills_a_hole_behind_newer_records(
         recording_job(
             "holey",
             out,
-            schedule="*/2 * * * * *",
+            schedule="* * * * * *",
             catchup="all" if policy == "pruned" else policy,
             catchup_window="1m",
             history=50,
