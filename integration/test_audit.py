@@ -33,9 +33,9 @@ def job_of(report: dict[str, Any], name: str) -> dict[str, Any]:
     return next(j for j in report["jobs"] if j["name"] == name)
 
 
-def test_audit_is_clean_then_finds_a_planted_gap_and_duplicate(
-    daemons: Start, zk: str, client_id: str, tmp_path: Path, kazoo: KazooClient
-) -> None:
+def ticking(daemons: Start, zk: str, client_id: str, tmp_path: Path, fires: int) -> DaemonProcess:
+    """A daemon running every-second job `tick` until it has fired `fires` times, and the
+    audit's grace after that (so that the newest instants are covered too)."""
     out = tmp_path / "fires.log"
     jobfile = tmp_path / "jobs.toml"
     jobfile.write_text(recording_job("tick", out, history=200))
@@ -43,8 +43,15 @@ def test_audit_is_clean_then_finds_a_planted_gap_and_duplicate(
     wait_until(lambda: daemon.last_members(), 20, what="daemon joined")
     assert run_cli(zk, client_id, "jobs", "apply", str(jobfile)).returncode == 0
     log = FireLog(out)
-    log.wait_for(lambda: len(log.fire_keys()) >= 6, 20)
-    time.sleep(2.5)  # the audit's grace: the newest instants are covered too
+    log.wait_for(lambda: len(log.fire_keys()) >= fires, 20)
+    time.sleep(2.5)
+    return daemon
+
+
+def test_audit_is_clean_then_finds_a_planted_gap_and_duplicate(
+    daemons: Start, zk: str, client_id: str, tmp_path: Path, kazoo: KazooClient
+) -> None:
+    daemon = ticking(daemons, zk, client_id, tmp_path, 6)
 
     code, report = audit(zk, client_id)
     tick = job_of(report, "tick")
@@ -82,15 +89,7 @@ def test_the_audit_ends_before_its_reading_began(
     """Reading a large cluster takes seconds. Instants that fell due while it read were claimed
     after their job's records were read: ending the span at 'now' after the reading called
     them gaps (seen in CI's 2,000-job audit: five gaps that had run)."""
-    out = tmp_path / "fires.log"
-    jobfile = tmp_path / "jobs.toml"
-    jobfile.write_text(recording_job("tick", out, history=200))
-    daemon = daemons()
-    wait_until(lambda: daemon.last_members(), 20, what="daemon joined")
-    assert run_cli(zk, client_id, "jobs", "apply", str(jobfile)).returncode == 0
-    log = FireLog(out)
-    log.wait_for(lambda: len(log.fire_keys()) >= 3, 20)
-    time.sleep(2.5)  # the audit's grace
+    daemon = ticking(daemons, zk, client_id, tmp_path, 3)
 
     read = audit_cmds.read_cluster
 
