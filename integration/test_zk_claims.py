@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -84,8 +85,14 @@ def test_prune_keeps_the_rest(
     instants = [f"2026-01-01T00:00:0{i}Z" for i in range(6)]
     for i, instant in enumerate(instants):
         claims.claim(record("j", instant, f"n{i}"))
+    assert claims.pruned_through("j") is None
     claims.prune("j", [*instants[:2], "2026-01-01T00:00:09Z"])  # one was never there
     assert claims.instants("j") == instants[2:]
+    # the horizon covers what was pruned, and a later prune of older records never lowers it
+    assert claims.pruned_through("j") == "2026-01-01T00:00:09Z"
+    assert claims.prune("j", [instants[2]])
+    assert claims.pruned_through("j") == "2026-01-01T00:00:09Z"
+    assert claims.instants("j") == instants[3:]
     claims.delete_job("j")
     assert claims.instants("j") == []
 
@@ -186,3 +193,35 @@ def test_batched_claims_whose_replies_were_lost_are_recognised(
         for mine in batch:
             outcome = wait_until(lambda m=mine: _resolve(claims, m), 10, what="resolved")
             assert isinstance(outcome, Claimed) and outcome.record.nonce == mine.nonce
+
+
+def test_a_prune_that_races_another_deletes_nothing(
+    zk_client: Callable[..., KazooClient],
+    kazoo: KazooClient,
+    zk: str,
+    client_id: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two members prune one job (an ownership change): the horizon is written with the
+    version read, so the second writer's lower horizon can never replace a higher one; it
+    deletes nothing and its records stay known for the next prune."""
+    client = zk_client(zk, session_timeout=4.0)
+    paths = ClusterPaths(client_id)
+    claims = FireClaims(client, paths, 3.0)
+    instants = [f"2026-01-01T00:00:0{i}Z" for i in range(6)]
+    for i, instant in enumerate(instants):
+        claims.claim(record("j", instant, f"n{i}"))
+    real_get = client.get_async
+    other = json.dumps({"pruned_through": instants[3]}).encode()
+
+    def get_then_the_other_prunes(path: str, watch: object = None) -> object:
+        result = real_get(path, watch)
+        result.get(timeout=5)
+        kazoo.set(paths.job_fires("j"), other)  # the other member's horizon, in between
+        return result
+
+    monkeypatch.setattr(client, "get_async", get_then_the_other_prunes)
+    assert claims.prune("j", instants[:2]) is False
+    monkeypatch.undo()
+    assert claims.instants("j") == instants
+    assert claims.pruned_through("j") == instants[3]

@@ -1048,7 +1048,8 @@ class FirePath:
             if len(known) <= keep + PRUNE_SLACK:
                 return
             victims = known[: len(known) - keep]
-            self._claims.prune(spec.name, victims)
+            if not self._claims.prune(spec.name, victims):
+                return  # another member pruned meanwhile: they stay known, for next time
             with self._history_lock:
                 current = self._history.get(spec.name, [])
                 self._history[spec.name] = [i for i in current if i not in set(victims)]

@@ -241,15 +241,16 @@ class FireClaims:
             return None
         return _horizon(raw)
 
-    def prune(self, job: str, instants: list[str]) -> None:
+    def prune(self, job: str, instants: list[str]) -> bool:
         """Delete these records (oldest history) in one transaction; gone ones are fine.
 
         First the fire folder's horizon (`pruned_through`) is raised to the newest of them,
         by a versioned write (a concurrent pruner's higher horizon is never lowered; on a
         conflict nothing is deleted this time): a catch-up looking for instants that never
-        ran (`core.catchup.holes`) must never take a pruned record's instant for one."""
+        ran (`core.catchup.holes`) must never take a pruned record's instant for one.
+        False: nothing deleted (the conflict); try again later."""
         if not instants:
-            return
+            return True
         folder = self._paths.job_fires(job)
         newest = max(instants)
         raw, stat = wait(self._client.get_async(folder), self._timeout)
@@ -259,7 +260,7 @@ class FireClaims:
             try:
                 wait(self._client.set_async(folder, body, stat.version), self._timeout)
             except BadVersionError:
-                return  # another member pruned meanwhile: next time
+                return False  # another member pruned meanwhile: next time
         txn = self._client.transaction()
         for instant in instants:
             txn.delete(self._paths.fire(job, instant))
@@ -269,6 +270,7 @@ class FireClaims:
             for instant in instants:
                 with contextlib.suppress(NoNodeError):
                     wait(self._client.delete_async(self._paths.fire(job, instant)), self._timeout)
+        return True
 
     def delete_job(self, job: str) -> None:
         """Remove a deleted job's history, and its lock folder unless a run still holds it
