@@ -490,7 +490,7 @@ class FireScheduler:
         newest = newest_scheduled(spec.schedule_obj, recorded)
         after = lower if newest is None else max(lower, newest)
         plan = plan_catchup(spec.schedule_obj, spec.catchup, spec.catchup_window, after, now)
-        behind = self._holes(spec, recorded, lower, now)
+        behind = self._holes(spec, recorded, lower)
         if plan.skipped:
             span = (
                 f"{format_utc(plan.first_skipped)}..{format_utc(plan.last_skipped)}"
@@ -513,29 +513,7 @@ class FireScheduler:
                 still_owned = current is not None and current.generation == generation
             if still_owned and plan.first_skipped is not None and newest is not None:
                 self._fire_path.record_skip_range(spec, plan.first_skipped, newest, plan.skipped)
-        run = list(plan.run)
-        if behind:
-            window_start = now - timedelta(seconds=spec.catchup_window)
-            refill = [h for h in behind if spec.catchup == "all" and h > window_start]
-            passed = [h for h in behind if h not in set(refill)]
-            log.warning(
-                "%s: %d instants behind newer records never ran (%s): %s",
-                name,
-                len(behind),
-                "running them" if not passed else f"catchup = {spec.catchup}: skipping them",
-                ", ".join(format_utc(h) for h in behind[:5]) + (" …" if len(behind) > 5 else ""),
-                extra={"event": "holes", "job": name, "count": len(behind)},
-            )
-            with self._cv:
-                current = self._owned.get(name)
-                still_owned = current is not None and current.generation == generation
-            for hole in passed:
-                self._skips.skip(
-                    name, "outside-catchup-window", f"{format_utc(hole)} behind newer records"
-                )
-                if still_owned:
-                    self._fire_path.record_skip_range(spec, hole, hole, 1)
-            run = refill + run
+        run = self._settle_holes(spec, generation, behind, now) + list(plan.run)
         if run:
             log.info(
                 "catching up %s: %d missed instants (catchup = %s)",
@@ -553,9 +531,37 @@ class FireScheduler:
                     return
             self._fire_path.fire(spec, instant, "catchup")
 
-    def _holes(
-        self, spec: JobSpec, recorded: list[datetime], lower: datetime, now: datetime
+    def _settle_holes(
+        self, spec: JobSpec, generation: int, behind: list[datetime], now: datetime
     ) -> list[datetime]:
+        """The holes to run now (catchup = all, inside the window), oldest first; the others
+        are recorded as `outside-catchup-window` skips, so that none stays open."""
+        if not behind:
+            return []
+        window_start = now - timedelta(seconds=spec.catchup_window)
+        refill = [h for h in behind if spec.catchup == "all" and h > window_start]
+        refilled = set(refill)
+        passed = [h for h in behind if h not in refilled]
+        log.warning(
+            "%s: %d instants behind newer records never ran (%s): %s",
+            spec.name,
+            len(behind),
+            "running them" if not passed else f"catchup = {spec.catchup}: skipping them",
+            ", ".join(format_utc(h) for h in behind[:5]) + (" …" if len(behind) > 5 else ""),
+            extra={"event": "holes", "job": spec.name, "count": len(behind)},
+        )
+        with self._cv:
+            current = self._owned.get(spec.name)
+            still_owned = current is not None and current.generation == generation
+        for hole in passed:
+            self._skips.skip(
+                spec.name, "outside-catchup-window", f"{format_utc(hole)} behind newer records"
+            )
+            if still_owned:
+                self._fire_path.record_skip_range(spec, hole, hole, 1)
+        return refill
+
+    def _holes(self, spec: JobSpec, recorded: list[datetime], lower: datetime) -> list[datetime]:
         """Instants behind the job's newer records that never ran (`core.catchup`): no record,
         not pruned, not inside a skip range; [] when what would tell cannot be read."""
         found = holes(spec.schedule_obj, recorded, lower)
