@@ -308,3 +308,35 @@ def test_a_fire_whose_lease_another_fire_holds_is_retried_not_skipped(
         log.wait_for(lambda: log.fire_keys() == [f"l-0@{format_utc(instant)}"], 10)
     finally:
         daemon.stop()
+
+
+def test_a_confirmed_claim_whose_lease_another_fire_holds_waits_for_it(
+    zk: str, client_id: str, tmp_path: Path
+) -> None:
+    """A claim whose reply was lost is found to be ours later (`retry_unresolved`); if
+    another fire of the job has its lease then and no command of it runs, the claim waits
+    for the lease instead of being recorded `still-running` (which lost it)."""
+    from zksched.runtime.firing import _Retry
+    from zksched.zk.claims import Claimed
+
+    daemon = start_member(zk, client_id, tmp_path, ("r-0",))
+    fire_path = daemon.fire_path
+    session = daemon.cluster.view.session_id or 0
+    try:
+        fire_path.prepare("r-0", session)
+        spec = daemon.jobs.snapshot.entries["r-0"].spec
+        assert spec is not None
+        instant = datetime(2033, 1, 1, tzinfo=UTC)
+        record = fire_path._new_record("r-0", format_utc(instant), session, "running", "scheduled")
+        assert isinstance(fire_path.claims.claim(record), Claimed)  # landed; the reply "lost"
+        fire_path._queue_retry(_Retry(spec, instant, "scheduled", instant.timestamp(), record))
+        other = fire_path.leases.take_if_held("r-0", session)  # the other fire
+        assert other is not None
+        fire_path.retry_unresolved()
+        assert state_of(daemon, "r-0", instant) == "running"  # not made a skip
+        fire_path.leases.give_back("r-0", other, keep=True)
+        fire_path.retry_unresolved()
+        log = FireLog(tmp_path / "fires.log")
+        log.wait_for(lambda: log.fire_keys() == [f"r-0@{format_utc(instant)}"], 10)
+    finally:
+        daemon.stop()

@@ -1013,6 +1013,9 @@ class FirePath:
             if attempt is LockAttempt.UNKNOWN:
                 self._queue_retry(retry)
                 return
+            if attempt is LockAttempt.HELD and lock is None and not self._runs_here(spec.name):
+                self._queue_retry(retry)  # another fire of the job has the lease: after it
+                return
             if attempt is LockAttempt.HELD:
                 skipped = claimed.record.with_changes(state="skipped", skip_reason="still-running")
                 self._write_result(claimed, skipped)
