@@ -41,6 +41,14 @@ def idle_and_busy(leases: JobLeases, session: int) -> JobLock:
     return busy
 
 
+def owns_and_takes(leases: JobLeases, job: str, session: int) -> None:
+    """The member owns `job` and its lock is free for it: taken for a fire, then kept."""
+    leases.set_owned({job})
+    attempt, lock = leases.take(job, session)
+    assert attempt is LockAttempt.ACQUIRED and lock is not None
+    leases.give_back(job, lock, keep=True)
+
+
 def contenders(kazoo: KazooClient, client_id: str, job: str) -> list[str]:
     return list(kazoo.get_children(ClusterPaths(client_id).job_lock(job)))
 
@@ -68,10 +76,7 @@ def test_one_lock_node_serves_many_fires_and_excludes_other_members(
     a.set_owned(set())
     a.release_unowned()
     assert contenders(kazoo, client_id, "j") == [] and a.held_jobs() == []
-    b.set_owned({"j"})
-    attempt, lock = b.take("j", session_b)
-    assert attempt is LockAttempt.ACQUIRED and lock is not None
-    b.give_back("j", lock, keep=True)
+    owns_and_takes(b, "j", session_b)
 
 
 def test_a_busy_lock_is_kept_from_a_second_fire_and_given_back_after_ownership_moved(
@@ -262,10 +267,7 @@ def test_a_contender_a_failed_attempt_left_behind_is_deleted_once_zookeeper_answ
     assert contenders(kazoo, client_id, "j") == []
     assert not a.has_leftovers()
     _, b, session_b = member(zk_client, zk, client_id, "m-b")
-    b.set_owned({"j"})
-    attempt, lock = b.take("j", session_b)
-    assert attempt is LockAttempt.ACQUIRED and lock is not None
-    b.give_back("j", lock, keep=True)
+    owns_and_takes(b, "j", session_b)
 
 
 def test_no_lock_is_taken_ahead_for_a_job_no_longer_owned(

@@ -208,11 +208,16 @@ class FirePath:
     def leases(self) -> JobLeases:
         return self._leases
 
-    def _runs_here(self, job: str) -> bool:
-        """A command of the job runs on this member now."""
+    def _another_fire_has_lease(self, job: str, attempt: LockAttempt, lock: JobLock | None) -> bool:
+        """`take` said HELD by this member (no lock to name another holder), yet no command
+        of the job runs here: another fire of the job has its lease (a later instant that got
+        in first, a lock taken ahead) and is about to claim or give it back. No
+        `still-running`, which would lose the instant: it is retried after that fire."""
+        if attempt is not LockAttempt.HELD or lock is not None:
+            return False
         prefix = f"{job}@"
         with self._running_lock:
-            return any(key.startswith(prefix) for key in self._running)
+            return not any(key.startswith(prefix) for key in self._running)
 
     def running_jobs(self) -> list[str]:
         with self._running_lock:
@@ -285,10 +290,7 @@ class FirePath:
                 )
                 self._queue_retry(_Retry(spec, instant, kind, t_due, None))
                 return "deferred"
-            if attempt is LockAttempt.HELD and lock is None and not self._runs_here(spec.name):
-                # The lease is busy here but no command of the job runs: another fire of it
-                # (a later instant that got in first, a lock taken ahead) is about to claim
-                # or give it back. No `still-running` skip, which would lose this instant.
+            if self._another_fire_has_lease(spec.name, attempt, lock):
                 log.info(
                     "%s: another fire of the job has its lease; retried after it",
                     key,
@@ -385,6 +387,8 @@ class FirePath:
         in_use: list[_Locking] = []  # the job's previous fire still has its lock
         rest: list[tuple[JobSpec, datetime, float]] = []
         from_drafts = 0
+        with self._running_lock:  # jobs with an earlier instant handed back, not yet fired
+            behind = set(self._handed_back)
         for spec, instant, t_due in due:
             draft = drafted.get((spec.name, instant))
             if draft is None or draft[0] is not spec:
@@ -394,9 +398,7 @@ class FirePath:
                     continue
             if session is None:  # refused as not-connected above
                 continue
-            with self._running_lock:
-                behind = self._handed_back[spec.name] > 0
-            if behind:  # an earlier instant of the job goes one by one: this one after it
+            if spec.name in behind:  # an earlier instant goes one by one: this one after it
                 rest.append((spec, instant, t_due))
                 continue
             made = None if draft is None else draft[1]
@@ -1013,8 +1015,8 @@ class FirePath:
             if attempt is LockAttempt.UNKNOWN:
                 self._queue_retry(retry)
                 return
-            if attempt is LockAttempt.HELD and lock is None and not self._runs_here(spec.name):
-                self._queue_retry(retry)  # another fire of the job has the lease: after it
+            if self._another_fire_has_lease(spec.name, attempt, lock):
+                self._queue_retry(retry)
                 return
             if attempt is LockAttempt.HELD:
                 skipped = claimed.record.with_changes(state="skipped", skip_reason="still-running")

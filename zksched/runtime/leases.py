@@ -28,7 +28,7 @@ from kazoo.exceptions import NoNodeError
 
 from zksched.runtime.results import MAX_HOLD
 from zksched.zk.connection import wait as wait_result
-from zksched.zk.locks import HeldLocks, JobLock, LockAttempt, clear_orphans
+from zksched.zk.locks import HeldLocks, JobLock, LockAttempt, clear_orphans, member_tag
 from zksched.zk.paths import ClusterPaths
 
 log = logging.getLogger(__name__)
@@ -251,9 +251,8 @@ class JobLeases:
         for job in checks:
             path = self._paths.job_lock(job)
             # a contender of a lock being taken or held here is in the registry: kept
-            if clear_orphans(
-                self._client, path, f"{self._member_id}/", self.registry, self._timeout
-            ):
+            tag = member_tag(self._member_id)
+            if clear_orphans(self._client, path, tag, self.registry, self._timeout):
                 with self._cv:
                     self._orphan_checks.discard(job)
             elif not self._client.connected:

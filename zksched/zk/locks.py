@@ -78,6 +78,11 @@ class HeldLocks:
             return tag in self._tags
 
 
+def member_tag(member_id: str) -> str:
+    """What every lock contender's tag of this member starts with (then session and nonce)."""
+    return f"{member_id}/"
+
+
 class BoundedCalls:
     """A KazooClient as kazoo's Lock uses it, whose blocking calls wait at most `timeout`
     seconds (KazooTimeoutError, which the Lock does not retry: the attempt fails, and
@@ -131,8 +136,8 @@ class JobLock:
         self._client = client
         self._path = paths.job_lock(job)
         self.session_id = session_id
-        self._member_tag = f"{member_id}/"
-        self._owner_tag = f"{member_id}/{session_id:x}/{uuid.uuid4().hex[:12]}"
+        self._member_tag = member_tag(member_id)
+        self._owner_tag = f"{self._member_tag}{session_id:x}/{uuid.uuid4().hex[:12]}"
         self._registry = held
         self._lock = Lock(BoundedCalls(client, timeout), self._path, identifier=self._owner_tag)
         self._lock.assured_path = held.folder_known(self._path)
