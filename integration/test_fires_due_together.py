@@ -310,6 +310,91 @@ def test_a_fire_whose_lease_another_fire_holds_is_retried_not_skipped(
         daemon.stop()
 
 
+def test_while_a_fire_is_deferred_the_jobs_later_instants_wait_behind_it(
+    zk: str, client_id: str, tmp_path: Path
+) -> None:
+    """A deferred fire (its job's lease busy, no command of the job running) holds the
+    job's later instants back until it is settled: one of them taking the lease first and
+    running would make the deferred one a `still-running` skip, lost although no run of the
+    job was going on when its turn came."""
+    daemon = start_member(zk, client_id, tmp_path, ("l-0", "l-1", "l-2"))
+    leases = daemon.fire_path.leases
+    session = daemon.cluster.view.session_id or 0
+    fire_path = daemon.fire_path
+    try:
+        specs = {}
+        for name in ("l-0", "l-1", "l-2"):
+            fire_path.prepare(name, session)
+            spec = daemon.jobs.snapshot.entries[name].spec
+            assert spec is not None
+            specs[name] = spec
+        other = leases.take_if_held("l-0", session)  # another fire has l-0's lease
+        assert other is not None
+        t0, t1 = datetime(2032, 1, 1, tzinfo=UTC), datetime(2032, 1, 1, 0, 0, 1, tzinfo=UTC)
+        assert fire_path.fire(specs["l-0"], t0, wait=False) == "deferred"
+        leases.give_back("l-0", other, keep=True)  # free now, but t0 has not been retried
+        due = [(specs[n], t1, t1.timestamp()) for n in ("l-0", "l-1", "l-2")]
+        assert fire_path.fire_many(due) == [due[0]]  # l-0's t1 waits behind t0
+        assert daemon.client.exists(daemon.paths.fire("l-0", format_utc(t1))) is None
+        # handed back and fired on its own, it still waits behind t0
+        assert fire_path.fire_handed_back(*due[0]) == "deferred"
+        assert daemon.client.exists(daemon.paths.fire("l-0", format_utc(t1))) is None
+        log = FireLog(tmp_path / "fires.log")
+        fired = [f"l-0@{format_utc(t0)}", f"l-0@{format_utc(t1)}"]
+
+        def settle() -> bool:
+            fire_path.retry_unresolved()
+            return all(key in log.fire_keys() for key in fired)
+
+        wait_until(settle, 15, what="both instants of l-0, in order")
+        tokens = dict(log.tokens("l-0"))
+        assert tokens[t0] < tokens[t1]
+        assert daemon.skips.counts["still-running"] == 0
+        assert log.duplicates() == {}
+        wait_until(lambda: not fire_path.has_pending(), 10, what="nothing left to retry")
+        with fire_path._running_lock:
+            assert not fire_path._handed_back  # every hold was given back
+    finally:
+        daemon.stop()
+
+
+def test_an_instant_fired_late_that_another_member_ran_and_pruned_is_not_run_again(
+    zk: str, client_id: str, tmp_path: Path
+) -> None:
+    """A fire seconds behind its instant (a retry, a fire handed back, a catch-up) may find
+    its record gone because another member ran it and pruned it meanwhile (the job moved
+    away and back). Its claim checks the pruning horizon: refused, not run a second time."""
+    from zksched.zk.claims import FireClaims
+
+    daemon = start_member(zk, client_id, tmp_path, ("l-0",))
+    try:
+        spec = daemon.jobs.snapshot.entries["l-0"].spec
+        assert spec is not None
+        instant = datetime.fromtimestamp(int(time.time()) - 30, UTC)
+        scheduled = format_utc(instant)
+        other = FireClaims(daemon.client, daemon.paths, 3.0)  # the other member's claims
+        theirs = FireRecord(
+            job="l-0",
+            scheduled=scheduled,
+            member_id="m-other",
+            session=1,
+            nonce="theirs",
+            state="ok",
+            claimed_at=scheduled,
+        )
+        other.claim(theirs)
+        assert other.prune("l-0", [scheduled])
+        assert daemon.fire_path.fire(spec, instant, wait=False) == "skip:already-claimed"
+        assert daemon.client.exists(daemon.paths.fire("l-0", scheduled)) is None
+        # a late instant newer than the horizon is claimed and runs, as before
+        later = datetime.fromtimestamp(int(time.time()) - 20, UTC)
+        assert daemon.fire_path.fire(spec, later, wait=False) == "started"
+        log = FireLog(tmp_path / "fires.log")
+        log.wait_for(lambda: log.fire_keys() == [f"l-0@{format_utc(later)}"], 10)
+    finally:
+        daemon.stop()
+
+
 def test_a_confirmed_claim_whose_lease_another_fire_holds_waits_for_it(
     zk: str, client_id: str, tmp_path: Path
 ) -> None:

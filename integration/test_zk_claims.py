@@ -225,3 +225,74 @@ def test_a_prune_that_races_another_deletes_nothing(
     monkeypatch.undo()
     assert claims.instants("j") == instants
     assert claims.pruned_through("j") == instants[3]
+
+
+def test_a_late_claim_never_brings_back_a_pruned_instant(
+    zk_client: Callable[..., KazooClient], kazoo: KazooClient, zk: str, client_id: str
+) -> None:
+    """An instant claimed late (a retry, a catch-up, a job that came back) is claimed only if
+    it is newer than the job's pruning horizon: a plain create would make a record that was
+    run and pruned meanwhile anew, and the instant would run twice."""
+    paths = ClusterPaths(client_id)
+    claims = FireClaims(zk_client(zk, session_timeout=4.0), paths, 3.0)
+    fresh = claims.claim_late(record("j", "2026-01-01T00:00:00Z", "first"))  # no folder yet
+    assert isinstance(fresh, Claimed)
+    instants = [f"2026-01-01T00:00:0{i}Z" for i in range(1, 6)]
+    for i, instant in enumerate(instants):
+        claims.claim(record("j", instant, f"n{i}"))
+    assert claims.prune("j", ["2026-01-01T00:00:00Z", instants[0]])
+    # run, then pruned: refused, and nothing is created
+    gone = claims.claim_late(record("j", instants[0], "again", member="m-2"))
+    assert isinstance(gone, AlreadyClaimed) and gone.pruned
+    assert not kazoo.exists(paths.fire("j", instants[0]))
+    # behind the horizon too (it may have been pruned by a member whose list missed it)
+    older = claims.claim_late(record("j", "2025-12-31T23:59:59Z", "older"))
+    assert isinstance(older, AlreadyClaimed) and older.pruned
+    # newer than the horizon: claimed, with a fencing token newer than every record's
+    late = claims.claim_late(record("j", "2026-01-01T00:00:09Z", "late"))
+    assert isinstance(late, Claimed)
+    assert late.fencing_token > kazoo.exists(paths.fire("j", instants[-1])).czxid
+    # one that exists: ours (a reply lost) or someone else's, as for a plain claim
+    mine = claims.claim_late(record("j", "2026-01-01T00:00:09Z", "late"))
+    assert isinstance(mine, Claimed) and mine.fencing_token == late.fencing_token
+    theirs = claims.claim_late(record("j", instants[2], "rival", member="m-2"))
+    assert isinstance(theirs, AlreadyClaimed) and not theirs.pruned
+    assert theirs.record is not None and theirs.record.member_id == "m-1"
+
+
+def test_a_prune_between_the_read_and_the_create_of_a_late_claim_wins(
+    zk_client: Callable[..., KazooClient],
+    kazoo: KazooClient,
+    zk: str,
+    client_id: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Another member prunes the instant just after the late claim read the horizon: the
+    create goes with a check of the folder's version, so it does not apply; read again, the
+    horizon covers the instant and it is refused."""
+    client = zk_client(zk, session_timeout=4.0)
+    paths = ClusterPaths(client_id)
+    claims = FireClaims(client, paths, 3.0)
+    rival = FireClaims(kazoo, paths, 3.0)
+    instants = [f"2026-01-01T00:00:0{i}Z" for i in range(6)]
+    for i, instant in enumerate(instants[1:]):
+        rival.claim(record("j", instant, f"n{i}", member="m-2"))
+    real_get = client.get_async
+    folder = paths.job_fires("j")
+    pruned: list[bool] = []
+
+    def get_then_the_other_runs_and_prunes(path: str, watch: object = None) -> object:
+        result = real_get(path, watch)
+        if path == folder and not pruned:
+            result.get(timeout=5)
+            # meanwhile the other member runs the instant, then prunes it
+            rival.claim(record("j", instants[0], "theirs", member="m-2"))
+            pruned.append(rival.prune("j", [instants[0]]))
+        return result
+
+    monkeypatch.setattr(client, "get_async", get_then_the_other_runs_and_prunes)
+    outcome = claims.claim_late(record("j", instants[0], "mine"))
+    monkeypatch.undo()
+    assert pruned == [True]
+    assert isinstance(outcome, AlreadyClaimed) and outcome.pruned
+    assert not kazoo.exists(paths.fire("j", instants[0]))

@@ -59,6 +59,10 @@ LOCKERS = 16  # threads that take the locks of fires due together that this memb
 LOCK_WAIT = 0.25  # how long a fire waits for its job's lock to be given back or let go of
 
 FireKind = Literal["scheduled", "catchup", "trigger"]
+# A claim made this many seconds or more after its instant checks the pruning horizon
+# (`FireClaims.claim_late`): a record is pruned only once history + PRUNE_SLACK newer
+# instants have records, so a claim within a second of its instant never needs it.
+LATE_CLAIM_AGE = 1.0
 PRUNE_SLACK = 5  # prune history in batches: one transaction per few fires, not one per fire
 # the longest results of fires due together wait after their starts (`_results_wait`)
 SETTLE = 1.5
@@ -83,6 +87,8 @@ class _Retry:
     kind: FireKind
     due_at: float
     record: FireRecord | None  # the claim attempt whose outcome is unknown, if any
+    # deferred (waiting for a lock): the job's later instants wait behind it until settled
+    holds_back: bool = False
 
 
 class _Claiming(NamedTuple):
@@ -249,14 +255,34 @@ class FirePath:
     def fire_handed_back(self, spec: JobSpec, instant: datetime, due_at: float) -> str:
         """A scheduled fire that `fire_many` handed back, fired on its own (without waiting
         for its command); until it is, later instants of its job are handed back too, so
-        that none of them is claimed or run before it."""
+        that none of them is claimed or run before it (nor while it is deferred)."""
         try:
             return self.fire(spec, instant, "scheduled", due_at, wait=False)
         finally:
-            with self._running_lock:
-                self._handed_back[spec.name] -= 1
-                if self._handed_back[spec.name] <= 0:
-                    del self._handed_back[spec.name]
+            self._release_hold(spec.name)
+
+    def _release_hold(self, job: str) -> None:
+        with self._running_lock:
+            self._handed_back[job] -= 1
+            if self._handed_back[job] <= 0:
+                del self._handed_back[job]
+
+    def _deferred_before(self, spec: JobSpec, instant: datetime) -> bool:
+        with self._running_lock:
+            return any(
+                r.holds_back and r.spec.name == spec.name and r.instant < instant
+                for r in self._retries
+            )
+
+    def _defer(self, retry: _Retry) -> str:
+        """Retry a fire once the lock it waits for is free. Until then the job's later
+        instants are handed back (`fire_many`), so that none takes the lock first and makes
+        this one overlap its run (a `still-running` skip of an instant whose turn came
+        while no run of the job was going on)."""
+        with self._running_lock:
+            self._handed_back[retry.spec.name] += 1
+            self._retries.append(retry)
+        return "deferred"
 
     def _fire(
         self,
@@ -276,6 +302,13 @@ class FirePath:
         t_due = due_at if due_at is not None else instant.timestamp()
 
         lock: JobLock | None = None
+        if spec.overlap == "skip" and kind != "trigger" and self._deferred_before(spec, instant):
+            log.info(
+                "%s: an earlier instant of the job waits for its lock; retried after it",
+                key,
+                extra={"event": "lease-wait", "fire_key": key},
+            )
+            return self._defer(_Retry(spec, instant, kind, t_due, None, holds_back=True))
         if spec.overlap == "skip":
             attempt, lock = self._leases.take(spec.name, view.session_id, LOCK_WAIT, remote_wait)
             if attempt is LockAttempt.HELD and lock is not None and not self._holder_runs(spec):
@@ -288,16 +321,14 @@ class FirePath:
                     lock.holder(),
                     extra={"event": "lock-wait", "fire_key": key},
                 )
-                self._queue_retry(_Retry(spec, instant, kind, t_due, None))
-                return "deferred"
+                return self._defer(_Retry(spec, instant, kind, t_due, None, holds_back=True))
             if self._another_fire_has_lease(spec.name, attempt, lock):
                 log.info(
                     "%s: another fire of the job has its lease; retried after it",
                     key,
                     extra={"event": "lease-wait", "fire_key": key},
                 )
-                self._queue_retry(_Retry(spec, instant, kind, t_due, None))
-                return "deferred"
+                return self._defer(_Retry(spec, instant, kind, t_due, None, holds_back=True))
             if attempt is LockAttempt.HELD:
                 # Recorded, so that catch-up does not run it later; only while still connected
                 # in the same session (else nothing is known and the instant stays open).
@@ -312,7 +343,10 @@ class FirePath:
                 return self._skip(spec.name, "claim-error", f"{key}: lock attempt failed")
 
         record = self._new_record(spec.name, scheduled, view.session_id, "running", kind)
-        outcome = self._claim(record, spec.labels, spec.command[0])
+        # Seconds behind its instant, other members may have run it and pruned its record
+        # meanwhile (a job that moved away and back): such a claim checks the horizon.
+        late = kind == "catchup" or self._clock.now() - instant.timestamp() >= LATE_CLAIM_AGE
+        outcome = self._claim(record, spec.labels, spec.command[0], late)
         t_claimed = self._clock.now()
         if not isinstance(outcome, Claimed):
             if lock is not None:
@@ -322,7 +356,10 @@ class FirePath:
                 # ZooKeeper answers, so that the instant is not lost while we stay the owner.
                 self._queue_retry(_Retry(spec, instant, kind, t_due, record))
                 return self._skip(spec.name, "claim-error", key)
-            holder = outcome.record.member_id if outcome.record else "unreadable record"
+            if outcome.pruned:
+                holder = "a record pruned since (it is behind the job's pruning horizon)"
+            else:
+                holder = outcome.record.member_id if outcome.record else "unreadable record"
             return self._skip(spec.name, "already-claimed", f"{key} by {holder}")
         self._note_history(spec.name, scheduled)
         return self._run(_OurFire(spec, outcome, lock, t_due, t_claimed), wait)
@@ -652,11 +689,17 @@ class FirePath:
         return record is None or record.state == "running"
 
     def _claim(
-        self, record: FireRecord, labels: Mapping[str, str], program: str | None = None
+        self,
+        record: FireRecord,
+        labels: Mapping[str, str],
+        program: str | None = None,
+        late: bool = False,
     ) -> Claimed | AlreadyClaimed | None:
-        """Claim, or find out what became of a claim whose reply was lost. None: unknown."""
+        """Claim, or find out what became of a claim whose reply was lost. None: unknown.
+        `late`: behind the job's pruning horizon counts as claimed (`FireClaims.claim_late`)."""
+        create = self._claims.claim_late if late else self._claims.claim
         try:
-            return self._claims.claim(record)
+            return create(record)
         except Exception as exc:  # kazoo can also surface its connection loop's own errors
             log.warning(
                 "claim of %s@%s failed (%s); finding out whether it landed",
@@ -679,7 +722,7 @@ class FirePath:
                 ):
                     return None
                 try:  # certainly not created: try once more
-                    return self._claims.claim(record)
+                    return create(record)
                 except Exception:
                     pass
             time.sleep(0.1)
@@ -981,27 +1024,38 @@ class FirePath:
             pending, self._retries = self._retries, []
         pending.sort(key=lambda r: r.instant)  # a job's instants run in order
         for retry in pending:
-            spec, key = retry.spec, fire_key(retry.spec.name, retry.instant)
-            if self._clock.now() - retry.instant.timestamp() > max(spec.catchup_window, 60.0):
-                log.error(
-                    "%s: giving up after repeated ZooKeeper failures",
-                    key,
-                    extra={"event": "retry-abandoned", "fire_key": key},
-                )
-                continue
             try:
-                found = self._claims.resolve(retry.record) if retry.record else None
-            except Exception:
-                self._queue_retry(retry)
-                continue
-            if isinstance(found, AlreadyClaimed):
-                continue
-            if found is None:
-                log.info("%s: retrying after a ZooKeeper failure", key)
-                # no waiting on another member's lock: one pass settles many fires in a row
-                self.fire(spec, retry.instant, retry.kind, retry.due_at, False, remote_wait=0.0)
-                continue
-            self._run_late(retry, found, key)
+                self._settle(retry)
+            finally:
+                if retry.holds_back:  # settled (or deferred anew, which holds back again)
+                    with self._running_lock:
+                        queued = any(r is retry for r in self._retries)
+                    if not queued:
+                        self._release_hold(retry.spec.name)
+
+    def _settle(self, retry: _Retry) -> None:
+        """One fire of `retry_unresolved`: run, recorded, given up or queued again."""
+        spec, key = retry.spec, fire_key(retry.spec.name, retry.instant)
+        if self._clock.now() - retry.instant.timestamp() > max(spec.catchup_window, 60.0):
+            log.error(
+                "%s: giving up after repeated ZooKeeper failures",
+                key,
+                extra={"event": "retry-abandoned", "fire_key": key},
+            )
+            return
+        try:
+            found = self._claims.resolve(retry.record) if retry.record else None
+        except Exception:
+            self._queue_retry(retry)
+            return
+        if isinstance(found, AlreadyClaimed):
+            return
+        if found is None:
+            log.info("%s: retrying after a ZooKeeper failure", key)
+            # no waiting on another member's lock: one pass settles many fires in a row
+            self.fire(spec, retry.instant, retry.kind, retry.due_at, False, remote_wait=0.0)
+            return
+        self._run_late(retry, found, key)
 
     def _run_late(self, retry: _Retry, claimed: Claimed, key: str) -> None:
         spec = retry.spec

@@ -33,6 +33,14 @@ from zksched.zk.paths import ClusterPaths
 log = logging.getLogger(__name__)
 
 
+LATE_CLAIM_ATTEMPTS = 3  # reads of a fire folder that keeps changing under a late claim
+
+
+class ClaimConflict(Exception):
+    """A late claim found the fire folder changed on every attempt: outcome "not claimed"
+    (nothing was created), retried later like a claim whose reply was lost."""
+
+
 @dataclass(frozen=True)
 class Claimed:
     path: str
@@ -42,7 +50,8 @@ class Claimed:
 
 @dataclass(frozen=True)
 class AlreadyClaimed:
-    record: FireRecord | None  # None when the existing record cannot be parsed
+    record: FireRecord | None  # None when the existing record cannot be parsed (or pruned)
+    pruned: bool = False  # the instant is at or behind the job's pruning horizon
 
 
 # a batch's claims; None: it did not apply; an exception: its outcome is unknown
@@ -96,6 +105,44 @@ class FireClaims:
             return outcome
         self._folders.add(record.job)
         return Claimed(path, record.with_changes(fencing_token=stat.czxid), stat.czxid)
+
+    def claim_late(self, record: FireRecord) -> Claimed | AlreadyClaimed:
+        """Create the record of an instant that may be older than records other members have
+        run and pruned since (a retry, a catch-up, a fire handed back): only if the instant
+        is newer than the job's pruning horizon, and only if the horizon did not move in
+        between (the create goes with a check of the fire folder's version, which every
+        prune bumps before it deletes anything). A plain create could bring a pruned
+        instant back and run it twice. Raises like `claim` when the outcome is unknown."""
+        folder = self._paths.job_fires(record.job)
+        path = self._paths.fire(record.job, record.scheduled)
+        for _ in range(LATE_CLAIM_ATTEMPTS):
+            try:
+                raw, stat = wait(self._client.get_async(folder), self._timeout)
+            except NoNodeError:
+                self._folders.discard(record.job)
+                self.ensure_folder(record.job)  # its first fire: nothing was ever pruned
+                continue
+            horizon = _horizon(raw)
+            if horizon is not None and horizon >= record.scheduled:
+                return AlreadyClaimed(None, pruned=True)
+            if not self._fence_ready:
+                wait(self._client.ensure_path_async(self._paths.fence), self._timeout)
+                self._fence_ready = True
+            txn = self._client.transaction()
+            txn.check(folder, stat.version)
+            txn.create(path, record.to_json())
+            txn.set_data(self._paths.fence, b"")  # its mzxid: the record's czxid
+            results = wait(txn.commit_async(), self._timeout)
+            if not any(isinstance(r, Exception) for r in results):
+                self._folders.add(record.job)
+                token = results[-1].mzxid
+                return Claimed(path, record.with_changes(fencing_token=token), token)
+            if isinstance(results[1], NodeExistsError):
+                outcome = self.resolve(record)
+                if outcome is not None:
+                    return outcome
+            # the folder changed (a prune, or the job deleted and made again): read again
+        raise ClaimConflict(f"{folder} kept changing while {record.scheduled} was claimed")
 
     def claim_batches(
         self, batches: list[list[FireRecord]], payloads: list[list[bytes]] | None = None
