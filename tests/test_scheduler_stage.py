@@ -212,3 +212,47 @@ def test_a_stop_leaves_nothing_staged_to_fire(
     with fire_path.lock:
         assert [t for t, _, _ in fire_path.batches if t > stopped] == []
     assert scheduler.next_due() is None
+
+
+class _SlowLeases(_Leases):
+    """Give-back passes that take long (ZooKeeper slow, or cut off unnoticed)."""
+
+    def __init__(self) -> None:
+        self.passes = 0
+        self.release = threading.Event()
+
+    def release_unowned(self) -> None:
+        self.passes += 1
+        self.release.wait(10)
+
+
+def test_give_back_passes_asked_for_during_a_slow_one_do_not_pile_up() -> None:
+    """Passes are asked for on every ownership change and every few seconds: while one is
+    slow, the ones asked for meanwhile are one pass, run after it (it sees every change
+    made before it starts), not a queue as long as the asking went on."""
+    fire_path = FakeFirePath()
+    slow = _SlowLeases()
+    fire_path.leases = slow
+    scheduler = FireScheduler(fire_path, _Skips(), Clock(), concurrency=4)  # type: ignore[arg-type]
+    try:
+        scheduler._submit_give_back()
+        deadline = time.monotonic() + 5
+        while slow.passes == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert slow.passes == 1  # running, and slow
+        for _ in range(100):
+            scheduler._submit_give_back()
+        slow.release.set()
+        deadline = time.monotonic() + 5
+        while slow.passes < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)
+        assert slow.passes == 2  # the hundred requests made one more pass
+        scheduler._submit_give_back()  # a change after that pass began: a pass of its own
+        deadline = time.monotonic() + 5
+        while slow.passes < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert slow.passes == 3
+    finally:
+        slow.release.set()
+        scheduler.stop(1)

@@ -248,15 +248,19 @@ class JobLeases:
             # not beside a node of a lost session that a run still uses: it would go too
             checks = sorted(j for j in self._orphan_checks if j not in self._lost_busy)
         self._release_all(victims, leftovers)
+        # one call timeout for the orphans of a pass: while ZooKeeper is slow (or cut off
+        # and kazoo has not noticed yet), each check could cost a timeout of its own, and
+        # the next pass's give-backs would wait behind them
+        budget_ends = time.monotonic() + self._timeout
+        tag = member_tag(self._member_id)
         for job in checks:
+            if not self._client.connected or time.monotonic() > budget_ends:
+                break  # the rest on the next pass
             path = self._paths.job_lock(job)
             # a contender of a lock being taken or held here is in the registry: kept
-            tag = member_tag(self._member_id)
             if clear_orphans(self._client, path, tag, self.registry, self._timeout):
                 with self._cv:
                     self._orphan_checks.discard(job)
-            elif not self._client.connected:
-                break  # the rest on the next try
 
     def close(self) -> None:
         """Graceful stop: give back every idle lock now, and each busy one after its run."""

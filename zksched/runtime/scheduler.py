@@ -101,6 +101,10 @@ class FireScheduler:
         self._giveback_pool = ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="zksched-giveback"
         )
+        # one pass queued at most: a pass sees every change made before it starts, and
+        # passes asked for faster than ZooKeeper answers must not pile up behind a slow one
+        self._giveback_queued = False
+        self._giveback_mutex = threading.Lock()
         self._take_trigger = take_trigger
         self._cv = threading.Condition()
         # (due, seq, job, generation, instant); instant None: take the job's lock ahead
@@ -356,8 +360,20 @@ class FireScheduler:
             self._submit(self._fire_path.fire_handed_back, spec, instant, due_ts)
 
     def _submit_give_back(self) -> None:
-        with contextlib.suppress(RuntimeError):  # the pool is shut down: we are stopping
-            self._giveback_pool.submit(self._guard, self._fire_path.leases.release_unowned)
+        with self._giveback_mutex:
+            if self._giveback_queued:
+                return
+            self._giveback_queued = True
+        try:
+            self._giveback_pool.submit(self._give_back_pass)
+        except RuntimeError:  # the pool is shut down: we are stopping
+            with self._giveback_mutex:
+                self._giveback_queued = False
+
+    def _give_back_pass(self) -> None:
+        with self._giveback_mutex:
+            self._giveback_queued = False  # from now on, a change needs a pass of its own
+        self._guard(self._fire_path.leases.release_unowned)
 
     def _submit_lock_work(self, fn: Callable[..., object], *args: object) -> None:
         """Taking and giving back locks: on their own threads, never behind fires that
@@ -572,8 +588,9 @@ class FireScheduler:
             horizon = claims.pruned_through(spec.name)
             after = [format_utc(r) for r in next_records(found, recorded)]
             records = claims.read_many(spec.name, after)
-        except (KazooException, KazooTimeoutError) as exc:
-            log.warning("%s: instants behind newer records left alone (%s)", spec.name, exc)
+        except Exception as exc:  # kazoo can also surface its connection loop's own errors
+            # never the rest of the catch-up: these holes are only looked for again later
+            log.warning("%s: instants behind newer records left alone (%r)", spec.name, exc)
             return []
         try:
             pruned = None if horizon is None else parse_utc(horizon)
