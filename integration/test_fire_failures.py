@@ -5,12 +5,20 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from integration.fires import FireLog, recording_job
-from integration.harness import SESSION_TIMEOUT, DaemonProcess, run_cli, wait_until
+from integration.harness import (
+    SESSION_TIMEOUT,
+    DaemonProcess,
+    member_with_jobs,
+    run_cli,
+    wait_until,
+)
+from zksched.core.firekey import format_utc
 from zksched.devtools.faultproxy import BLACKHOLE, PASS, FaultProxy
 from zksched.runtime.daemon import Daemon, DaemonConfig
 from zksched.zk.connection import ZkSettings
@@ -121,31 +129,43 @@ def test_run_of_a_killed_member_is_abandoned_and_never_rerun(
     assert any(m == survivor.member_id for _, m in log.lines()), "the survivor took over"
 
 
-def test_history_is_pruned_to_its_count(
-    daemons: Start, zk: str, client_id: str, tmp_path: Path, kazoo: object
+def test_history_is_pruned_to_its_count_but_never_its_youngest_records(
+    zk: str, client_id: str, tmp_path: Path, kazoo: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """`history = 1` keeps one record and the records of the last PRUNE_MIN_AGE seconds (a
+    minute; 6 s here): a member whose clock is behind, claiming an instant another member
+    already ran, must find its record (a plain create, within a second of the instant,
+    would bring a pruned one back). Pruning raises the horizon first."""
     from kazoo.client import KazooClient
 
+    from zksched.runtime import firing
     from zksched.zk.paths import ClusterPaths
 
     assert isinstance(kazoo, KazooClient)
-    apply_text(zk, client_id, tmp_path, recording_job("chatty", tmp_path / "out.log", history=3))
-    daemon = daemons()
-    wait_until(lambda: daemon.last_members(), 20, what="joined")
-    folder = ClusterPaths(client_id).job_fires("chatty")
-    wait_until(lambda: len(FireLog(tmp_path / "out.log").fire_keys()) >= 14, 25, what="14 fires")
-    kept = kazoo.get_children(folder)
-    assert 3 <= len(kept) <= 3 + 5 + 1
-    newest = max(FireLog(tmp_path / "out.log").fire_keys()).split("@", 1)[1]
-    wait_until(lambda: newest in kazoo.get_children(folder), 3, what="newest kept")
-    # the horizon: every pruned instant is at or before it, so no catch-up takes it for one
-    # that never ran (core.catchup.unpruned)
-    raw, _ = kazoo.get(folder)
-    horizon = json.loads(raw)["pruned_through"]
-    ran = [key.split("@", 1)[1] for key in FireLog(tmp_path / "out.log").fire_keys()]
-    remaining = set(kazoo.get_children(folder))
-    assert all(instant <= horizon for instant in ran if instant not in remaining)
-    assert horizon < newest
+    monkeypatch.setattr(firing, "PRUNE_MIN_AGE", 6.0)
+    out = tmp_path / "out.log"
+    daemon = member_with_jobs(zk, client_id, tmp_path, recording_job("chatty", out, history=1))
+    try:
+        folder = ClusterPaths(client_id).job_fires("chatty")
+        wait_until(
+            lambda: kazoo.exists(folder) and kazoo.get(folder)[0], 30, what="a prune (its horizon)"
+        )
+        for _ in range(8):  # as records come and go
+            young = format_utc(datetime.fromtimestamp(time.time() - 5.0, UTC))  # 1 s to spare
+            ran = [key.split("@", 1)[1] for key in FireLog(out).fire_keys()]
+            kept = kazoo.get_children(folder)
+            assert all(instant in kept for instant in ran if instant >= young), (young, kept)
+            assert len(kept) <= 1 + 5 + 1 + 7  # + the last 6 s, as the fires came
+            time.sleep(0.4)
+        assert len(kept) < len(ran), "nothing was pruned"
+        # the horizon: every pruned instant is at or before it, so no catch-up takes it for
+        # one that never ran (core.catchup.unpruned)
+        raw, _ = kazoo.get(folder)
+        horizon = json.loads(raw)["pruned_through"]
+        assert all(instant <= horizon for instant in ran if instant not in kept)
+        assert horizon < young
+    finally:
+        daemon.stop()
 
 
 def test_a_claim_whose_outcome_was_unknown_is_settled_and_run_once(

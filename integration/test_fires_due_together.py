@@ -18,7 +18,7 @@ import pytest
 from kazoo.handlers.threading import KazooTimeoutError
 
 from integration.fires import FireLog, recording_job
-from integration.harness import member_with_jobs, wait_until
+from integration.harness import member_with_jobs, run_cli, wait_until
 from zksched.core.firekey import format_utc
 from zksched.core.fires import FireRecord
 from zksched.runtime.daemon import Daemon
@@ -354,6 +354,79 @@ def test_while_a_fire_is_deferred_the_jobs_later_instants_wait_behind_it(
         wait_until(lambda: not fire_path.has_pending(), 10, what="nothing left to retry")
         with fire_path._running_lock:
             assert not fire_path._handed_back  # every hold was given back
+    finally:
+        daemon.stop()
+
+
+def test_a_deferred_fire_being_retried_still_holds_later_instants_back(
+    zk: str, client_id: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The retry pass takes the deferred fires off the queue; until each one is settled the
+    job's later instants still wait behind it (a later one that took the lock in between
+    would make it a `still-running` skip); and the job's spec it fires with is the current
+    one: a job paused meanwhile is not fired."""
+    daemon = start_member(zk, client_id, tmp_path, ("l-0", "l-1"))
+    leases = daemon.fire_path.leases
+    session = daemon.cluster.view.session_id or 0
+    fire_path = daemon.fire_path
+    try:
+        fire_path.prepare("l-0", session)
+        spec = daemon.jobs.snapshot.entries["l-0"].spec
+        assert spec is not None
+        other = leases.take_if_held("l-0", session)
+        assert other is not None
+        t0, t2 = datetime(2032, 1, 1, tzinfo=UTC), datetime(2032, 1, 1, 0, 0, 2, tzinfo=UTC)
+        assert fire_path.fire(spec, t0, wait=False) == "deferred"
+        leases.give_back("l-0", other, keep=True)
+        entered, go = threading.Event(), threading.Event()
+        real_take = leases.take
+
+        def slow_take(job: str, *args: Any, **kwargs: Any) -> Any:
+            if job == "l-0" and not entered.is_set():
+                entered.set()
+                go.wait(10)
+            return real_take(job, *args, **kwargs)
+
+        monkeypatch.setattr(leases, "take", slow_take)
+        settling = threading.Thread(target=fire_path.retry_unresolved)
+        settling.start()
+        assert entered.wait(10)  # t0 is being settled, off the queue
+        assert fire_path.fire_handed_back(spec, t2, t2.timestamp()) == "deferred"
+        fire_path.retry_unresolved()  # a second pass meanwhile: nothing (one at a time)
+        go.set()
+        settling.join(10)
+        log = FireLog(tmp_path / "fires.log")
+        keys = [f"l-0@{format_utc(t0)}", f"l-0@{format_utc(t2)}"]
+
+        def settle() -> bool:
+            fire_path.retry_unresolved()
+            return all(key in log.fire_keys() for key in keys)
+
+        wait_until(settle, 15, what="both instants, in order")
+        tokens = dict(log.tokens("l-0"))
+        assert tokens[t0] < tokens[t2]
+        assert daemon.skips.counts["still-running"] == 0
+
+        # deferred, then the job is paused: the retry fires with the job as it is now
+        spec1 = daemon.jobs.snapshot.entries["l-1"].spec
+        assert spec1 is not None
+        fire_path.prepare("l-1", session)
+        held = leases.take_if_held("l-1", session)
+        assert held is not None
+        assert fire_path.fire(spec1, t0, wait=False) == "deferred"
+        leases.give_back("l-1", held, keep=True)
+        assert run_cli(zk, client_id, "jobs", "pause", "l-1").returncode == 0
+
+        def paused() -> bool:
+            entry = daemon.jobs.snapshot.entries["l-1"]
+            return entry.spec is not None and entry.spec.paused
+
+        wait_until(paused, 10, what="paused")
+        wait_until(lambda: (fire_path.retry_unresolved(), not fire_path.has_pending())[1], 10)
+        assert "l-1" not in "".join(log.fire_keys())
+        assert daemon.skips.counts["paused"] == 1
+        with fire_path._running_lock:
+            assert not fire_path._handed_back
     finally:
         daemon.stop()
 

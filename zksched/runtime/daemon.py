@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from zksched import __version__
+from zksched.core.jobspec import JobSpec
 from zksched.core.owners import Member
 from zksched.runtime.clock import Clock
 from zksched.runtime.clockprobe import ClockProbe
@@ -117,6 +118,7 @@ class Daemon:
             on_triggers=self.scheduler.triggers,
         )
         self.cluster.add_view_listener(self.scheduler.update_view)
+        self.fire_path.spec_of = self._spec_of
         self.clock_probe = ClockProbe(
             self.client, self.paths, config.member_id, self.clock, call_timeout
         )
@@ -126,6 +128,11 @@ class Daemon:
         self.gc_steward = GcSteward(self._quiet) if config.steward_gc else None
         self.status = DaemonStatus(self)
         self.http = HttpEndpoint(self.status, config.http) if config.http else None
+
+    def _spec_of(self, job: str) -> JobSpec | None:
+        """The job's spec in the job table as last read; None: no such job, or unreadable."""
+        entry = self.jobs.snapshot.entries.get(job)
+        return None if entry is None else entry.spec
 
     def _quiet(self, ahead: float) -> bool:
         """Nothing running or being recorded, and nothing due within `ahead` seconds."""

@@ -22,7 +22,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple
 
@@ -60,9 +60,14 @@ LOCK_WAIT = 0.25  # how long a fire waits for its job's lock to be given back or
 
 FireKind = Literal["scheduled", "catchup", "trigger"]
 # A claim made this many seconds or more after its instant checks the pruning horizon
-# (`FireClaims.claim_late`): a record is pruned only once history + PRUNE_SLACK newer
-# instants have records, so a claim within a second of its instant never needs it.
+# (`FireClaims.claim_late`); so do fires due together that are claimed BATCH_CLAIM_AGE or
+# more after theirs (handed back, one by one). Plain creates are left for claims younger
+# than that, and no record younger than PRUNE_MIN_AGE (on the pruner's clock) is ever
+# pruned: so a plain create never targets a pruned instant while the members' clocks are
+# less than PRUNE_MIN_AGE - BATCH_CLAIM_AGE apart, whatever the job's `history`.
 LATE_CLAIM_AGE = 1.0
+BATCH_CLAIM_AGE = 20.0
+PRUNE_MIN_AGE = 60.0
 PRUNE_SLACK = 5  # prune history in batches: one transaction per few fires, not one per fire
 # the longest results of fires due together wait after their starts (`_results_wait`)
 SETTLE = 1.5
@@ -182,6 +187,11 @@ class FirePath:
         self._history_lock = threading.Lock()
         self._unwritten: list[tuple[Claimed, FireRecord]] = []
         self._retries: list[_Retry] = []
+        self._settling: list[_Retry] = []  # taken by the pass under way, not settled yet
+        self._settling_pass = threading.Lock()  # one `retry_unresolved` pass at a time
+        # the job's spec as it is now (the daemon sets it): retries fire with it, or not at
+        # all once the job is gone; None: with the spec they were made with
+        self.spec_of: Callable[[str], JobSpec | None] | None = None
         self._leases = JobLeases(client, paths, settings.member_id, settings.call_timeout)
         self._results = ResultWriter(
             self._claims,
@@ -271,7 +281,7 @@ class FirePath:
         with self._running_lock:
             return any(
                 r.holds_back and r.spec.name == spec.name and r.instant < instant
-                for r in self._retries
+                for r in (*self._retries, *self._settling)
             )
 
     def _defer(self, retry: _Retry) -> str:
@@ -339,7 +349,7 @@ class FirePath:
             if attempt is LockAttempt.UNKNOWN:
                 # Not recorded, and retried once ZooKeeper answers (a new owner would catch it
                 # up, but this member may well stay the owner).
-                self._queue_retry(_Retry(spec, instant, kind, t_due, None))
+                self._defer(_Retry(spec, instant, kind, t_due, None, holds_back=True))
                 return self._skip(spec.name, "claim-error", f"{key}: lock attempt failed")
 
         record = self._new_record(spec.name, scheduled, view.session_id, "running", kind)
@@ -426,7 +436,11 @@ class FirePath:
         from_drafts = 0
         with self._running_lock:  # jobs with an earlier instant handed back, not yet fired
             behind = set(self._handed_back)
+        now = self._clock.now()
         for spec, instant, t_due in due:
+            if now - instant.timestamp() >= BATCH_CLAIM_AGE:
+                rest.append((spec, instant, t_due))  # one by one, as late claims
+                continue
             draft = drafted.get((spec.name, instant))
             if draft is None or draft[0] is not spec:
                 draft = None
@@ -721,8 +735,8 @@ class FirePath:
                     record.job, labels, program
                 ):
                     return None
-                try:  # certainly not created: try once more
-                    return create(record)
+                try:  # certainly not created: try once more (late by now, most likely)
+                    return self._claims.claim_late(record)
                 except Exception:
                     pass
             time.sleep(0.1)
@@ -1020,18 +1034,40 @@ class FirePath:
         whose command this member knows it never started, so running it now cannot run it
         twice. Someone else's record: it is theirs. Given up after the job's catch-up window.
         """
-        with self._running_lock:
-            pending, self._retries = self._retries, []
-        pending.sort(key=lambda r: r.instant)  # a job's instants run in order
-        for retry in pending:
-            try:
-                self._settle(retry)
-            finally:
-                if retry.holds_back:  # settled (or deferred anew, which holds back again)
+        if not self._settling_pass.acquire(blocking=False):
+            return  # a pass is under way (a slow one): it settles these too, in order
+        try:
+            with self._running_lock:
+                pending, self._retries = self._retries, []
+                pending.sort(key=lambda r: r.instant)  # a job's instants run in order
+                # still deferred until settled: later instants keep waiting behind them
+                self._settling = list(pending)
+            for retry in pending:
+                current: _Retry | None = None
+                try:
+                    current = self._current(retry)
+                    if current is not None:
+                        self._settle(current)
+                finally:
                     with self._running_lock:
-                        queued = any(r is retry for r in self._retries)
-                    if not queued:
+                        self._settling.remove(retry)
+                        queued = current is not None and any(r is current for r in self._retries)
+                    if retry.holds_back and not queued:  # settled (or deferred anew)
                         self._release_hold(retry.spec.name)
+        finally:
+            self._settling_pass.release()
+
+    def _current(self, retry: _Retry) -> _Retry | None:
+        """The retry with its job's spec as it is now (`spec_of`); None: the job is gone
+        (deleted, or its record unreadable), and so is the retry."""
+        if self.spec_of is None:
+            return retry
+        spec = self.spec_of(retry.spec.name)
+        if spec is None:
+            key = fire_key(retry.spec.name, retry.instant)
+            log.info("%s: not retried: the job is gone", key)
+            return None
+        return retry if spec is retry.spec else replace(retry, spec=spec)
 
     def _settle(self, retry: _Retry) -> None:
         """One fire of `retry_unresolved`: run, recorded, given up or queued again."""
@@ -1096,7 +1132,7 @@ class FirePath:
                 known.sort()
 
     def _prune(self, spec: JobSpec) -> None:
-        """Keep `history` records; the newest is never pruned."""
+        """Keep `history` records, and every record of the last PRUNE_MIN_AGE seconds."""
         with self._history_lock:
             known = self._history.get(spec.name)
         try:
@@ -1106,7 +1142,10 @@ class FirePath:
             keep = max(1, spec.history)
             if len(known) <= keep + PRUNE_SLACK:
                 return
-            victims = known[: len(known) - keep]
+            young = format_utc(datetime.fromtimestamp(self._clock.now() - PRUNE_MIN_AGE, UTC))
+            victims = [i for i in known[: len(known) - keep] if i < young]
+            if len(victims) <= PRUNE_SLACK:
+                return  # the rest of the last minute's records stay (see PRUNE_MIN_AGE)
             if not self._claims.prune(spec.name, victims):
                 return  # another member pruned meanwhile: they stay known, for next time
             with self._history_lock:

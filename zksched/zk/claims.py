@@ -141,6 +141,8 @@ class FireClaims:
                 outcome = self.resolve(record)
                 if outcome is not None:
                     return outcome
+            if isinstance(results[2], NoNodeError):
+                self._fence_ready = False  # the fence node was deleted: made again next time
             # the folder changed (a prune, or the job deleted and made again): read again
         raise ClaimConflict(f"{folder} kept changing while {record.scheduled} was claimed")
 
@@ -191,6 +193,7 @@ class FireClaims:
             if any(isinstance(r, Exception) for r in results):
                 if any(isinstance(r, NoNodeError) for r in results):
                     self._folders.clear()  # a folder we knew is gone (a job deleted): re-check
+                    self._fence_ready = False  # or the fence node: made again next time
                 yield None
                 continue
             token = results[-1].mzxid
