@@ -70,6 +70,7 @@ class JobLeases:
         # on every member for as long as this session lives, and this member may never try
         # the job's lock again (the job moved away), so it is cleared from here
         self._orphan_checks: set[str] = set()
+        self._orphan_passes = 0  # release_unowned passes with orphans to check (rotation)
         self._closing = False
 
     # -- for the fire path ------------------------------------------------------------------
@@ -253,6 +254,10 @@ class JobLeases:
         # the next pass's give-backs would wait behind them
         budget_ends = time.monotonic() + self._timeout
         tag = member_tag(self._member_id)
+        if checks:  # each pass begins elsewhere: slow first ones cannot starve the rest
+            self._orphan_passes += 1
+            turn = self._orphan_passes % len(checks)
+            checks = checks[turn:] + checks[:turn]
         for job in checks:
             if not self._client.connected or time.monotonic() > budget_ends:
                 break  # the rest on the next pass
