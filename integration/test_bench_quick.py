@@ -68,6 +68,7 @@ def test_quick_failover_loses_and_doubles_nothing(quick_results: dict[str, Any])
     results = quick_results["failover"][1]["results"]
     assert len(results["seconds"]["SIGKILL"]) == len(results["seconds"]["SIGTERM"]) == 1
     assert results["lost"] == results["doubled"] == 0
+    assert results["lost_records"] == {}
 
 
 def test_quick_zk_requests_counts_every_member_count(quick_results: dict[str, Any]) -> None:

@@ -36,6 +36,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from zksched.core.firekey import format_utc
 from zksched.devtools.bench import (
     BenchContext,
     Result,
@@ -401,6 +402,7 @@ def bench_failover(ctx: BenchContext) -> Result:
                 "command": ["sh", "-c", script],
                 "catchup": "all",
                 "catchup_window": "5m",
+                "history": 1000,  # every record kept: what became of a lost instant
             }
         }
         jobs.update(every_second_jobs(load, "load"))
@@ -438,6 +440,7 @@ def bench_failover(ctx: BenchContext) -> Result:
                 time.sleep(1.5)  # let the probe settle on its (possibly new) owner
             time.sleep(1.5)
             lines = probe_lines(out)
+            records = probe_records(zk, client_id)
     keys = Counter(key for key, _, _ in lines)
     instants = sorted(int(datetime.fromisoformat(k.split("@", 1)[1]).timestamp()) for k in keys)
     expected = set(range(instants[0], instants[-1] + 1))
@@ -453,6 +456,14 @@ def bench_failover(ctx: BenchContext) -> Result:
         "probe_instants": len(expected),
         "lost": len(lost),
         "lost_instants": [datetime.fromtimestamp(t, UTC).isoformat() for t in lost],
+        # what the cluster recorded for each: claimed by a member killed before (or while)
+        # starting it (the at-most-once window), skipped, or no record at all (a bug)
+        "lost_records": {
+            format_utc(datetime.fromtimestamp(t, UTC)): records.get(
+                format_utc(datetime.fromtimestamp(t, UTC)), "no record"
+            )
+            for t in lost
+        },
         "doubled": sum(1 for n in keys.values() if n > 1),
     }
     rows = [
@@ -470,7 +481,28 @@ def bench_failover(ctx: BenchContext) -> Result:
         f"\nprobe: {len(expected)} instants, lost {len(lost)}, doubled {result['doubled']} "
         f"(session timeout {SESSION_TIMEOUT:g} s, {load} other every-second jobs)"
     )
+    for instant, what in result["lost_records"].items():
+        print(f"  lost {instant}: {what}")
     return result
+
+
+def probe_records(zk: str, client_id: str) -> dict[str, str]:
+    """The probe's fire records, scheduled -> "<state> by <member>[ (<skip reason>)]"."""
+    command = ["jobs", "history", PROBE, "--json", "--limit", "1000"]
+    done = subprocess.run(
+        [sys.executable, "-m", "zksched", "--zk", zk, "--client-id", client_id, *command],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    if done.returncode != 0:
+        return {}
+    out = {}
+    for row in json.loads(done.stdout):
+        reason = f" ({row['skip_reason']})" if row.get("skip_reason") else ""
+        out[row["scheduled"]] = f"{row.get('state')} by {row.get('member_id')}{reason}"
+    return out
 
 
 # --- zk-requests: counted in the client ------------------------------------------------------
