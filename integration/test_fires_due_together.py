@@ -310,6 +310,23 @@ def test_a_fire_whose_lease_another_fire_holds_is_retried_not_skipped(
         daemon.stop()
 
 
+def retried_in_order(
+    daemon: Daemon, log: FireLog, job: str, earlier: datetime, later: datetime
+) -> None:
+    """Retry passes until both deferred instants of `job` ran: `earlier` first (its fencing
+    token is the smaller), and neither was skipped `still-running`."""
+    keys = [f"{job}@{format_utc(earlier)}", f"{job}@{format_utc(later)}"]
+
+    def settle() -> bool:
+        daemon.fire_path.retry_unresolved()
+        return all(key in log.fire_keys() for key in keys)
+
+    wait_until(settle, 15, what=f"both instants of {job}, in order")
+    tokens = dict(log.tokens(job))
+    assert tokens[earlier] < tokens[later]
+    assert daemon.skips.counts["still-running"] == 0
+
+
 def test_while_a_fire_is_deferred_the_jobs_later_instants_wait_behind_it(
     zk: str, client_id: str, tmp_path: Path
 ) -> None:
@@ -340,16 +357,7 @@ def test_while_a_fire_is_deferred_the_jobs_later_instants_wait_behind_it(
         assert fire_path.fire_handed_back(*due[0]) == "deferred"
         assert daemon.client.exists(daemon.paths.fire("l-0", format_utc(t1))) is None
         log = FireLog(tmp_path / "fires.log")
-        fired = [f"l-0@{format_utc(t0)}", f"l-0@{format_utc(t1)}"]
-
-        def settle() -> bool:
-            fire_path.retry_unresolved()
-            return all(key in log.fire_keys() for key in fired)
-
-        wait_until(settle, 15, what="both instants of l-0, in order")
-        tokens = dict(log.tokens("l-0"))
-        assert tokens[t0] < tokens[t1]
-        assert daemon.skips.counts["still-running"] == 0
+        retried_in_order(daemon, log, "l-0", t0, t1)
         assert log.duplicates() == {}
         wait_until(lambda: not fire_path.has_pending(), 10, what="nothing left to retry")
         with fire_path._running_lock:
@@ -396,16 +404,7 @@ def test_a_deferred_fire_being_retried_still_holds_later_instants_back(
         go.set()
         settling.join(10)
         log = FireLog(tmp_path / "fires.log")
-        keys = [f"l-0@{format_utc(t0)}", f"l-0@{format_utc(t2)}"]
-
-        def settle() -> bool:
-            fire_path.retry_unresolved()
-            return all(key in log.fire_keys() for key in keys)
-
-        wait_until(settle, 15, what="both instants, in order")
-        tokens = dict(log.tokens("l-0"))
-        assert tokens[t0] < tokens[t2]
-        assert daemon.skips.counts["still-running"] == 0
+        retried_in_order(daemon, log, "l-0", t0, t2)
 
         # deferred, then the job is paused: the retry fires with the job as it is now
         spec1 = daemon.jobs.snapshot.entries["l-1"].spec

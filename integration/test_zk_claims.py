@@ -33,6 +33,25 @@ def record(job: str, instant: str, nonce: str, member: str = "m-1") -> FireRecor
     )
 
 
+def meanwhile(
+    monkeypatch: pytest.MonkeyPatch, client: KazooClient, path: str, action: Callable[[], object]
+) -> None:
+    """The first read of `path` through `client` answers, then `action` runs (another member
+    acting between our read and our write), then the read returns."""
+    real_get = client.get_async
+    done: list[bool] = []
+
+    def get_then_act(read: str, watch: object = None) -> object:
+        result = real_get(read, watch)
+        if read == path and not done:
+            result.get(timeout=5)
+            done.append(True)
+            action()
+        return result
+
+    monkeypatch.setattr(client, "get_async", get_then_act)
+
+
 def test_claim_once_and_fencing_tokens_grow(
     zk_client: Callable[..., KazooClient], zk: str, client_id: str
 ) -> None:
@@ -211,16 +230,11 @@ def test_a_prune_that_races_another_deletes_nothing(
     instants = [f"2026-01-01T00:00:0{i}Z" for i in range(6)]
     for i, instant in enumerate(instants):
         claims.claim(record("j", instant, f"n{i}"))
-    real_get = client.get_async
     other = json.dumps({"pruned_through": instants[3]}).encode()
-
-    def get_then_the_other_prunes(path: str, watch: object = None) -> object:
-        result = real_get(path, watch)
-        result.get(timeout=5)
-        kazoo.set(paths.job_fires("j"), other)  # the other member's horizon, in between
-        return result
-
-    monkeypatch.setattr(client, "get_async", get_then_the_other_prunes)
+    # the other member's horizon, in between
+    meanwhile(
+        monkeypatch, client, paths.job_fires("j"), lambda: kazoo.set(paths.job_fires("j"), other)
+    )
     assert claims.prune("j", instants[:2]) is False
     monkeypatch.undo()
     assert claims.instants("j") == instants
@@ -277,20 +291,13 @@ def test_a_prune_between_the_read_and_the_create_of_a_late_claim_wins(
     instants = [f"2026-01-01T00:00:0{i}Z" for i in range(6)]
     for i, instant in enumerate(instants[1:]):
         rival.claim(record("j", instant, f"n{i}", member="m-2"))
-    real_get = client.get_async
-    folder = paths.job_fires("j")
     pruned: list[bool] = []
 
-    def get_then_the_other_runs_and_prunes(path: str, watch: object = None) -> object:
-        result = real_get(path, watch)
-        if path == folder and not pruned:
-            result.get(timeout=5)
-            # meanwhile the other member runs the instant, then prunes it
-            rival.claim(record("j", instants[0], "theirs", member="m-2"))
-            pruned.append(rival.prune("j", [instants[0]]))
-        return result
+    def the_other_runs_and_prunes() -> None:
+        rival.claim(record("j", instants[0], "theirs", member="m-2"))
+        pruned.append(rival.prune("j", [instants[0]]))
 
-    monkeypatch.setattr(client, "get_async", get_then_the_other_runs_and_prunes)
+    meanwhile(monkeypatch, client, paths.job_fires("j"), the_other_runs_and_prunes)
     outcome = claims.claim_late(record("j", instants[0], "mine"))
     monkeypatch.undo()
     assert pruned == [True]
