@@ -400,7 +400,7 @@ def test_a_deferred_fire_being_retried_still_holds_later_instants_back(
         settling.start()
         assert entered.wait(10)  # t0 is being settled, off the queue
         assert fire_path.fire_handed_back(spec, t2, t2.timestamp()) == "deferred"
-        fire_path.retry_unresolved()  # a second pass meanwhile: nothing (one at a time)
+        fire_path.retry_unresolved()  # a second pass meanwhile: t2 waits behind t0 again
         go.set()
         settling.join(10)
         log = FireLog(tmp_path / "fires.log")
@@ -426,6 +426,96 @@ def test_a_deferred_fire_being_retried_still_holds_later_instants_back(
         assert daemon.skips.counts["paused"] == 1
         with fire_path._running_lock:
             assert not fire_path._handed_back
+    finally:
+        daemon.stop()
+
+
+def test_a_retry_that_fails_to_settle_leaves_the_rest_of_the_pass_alone(
+    zk: str, client_id: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An unexpected error while settling one deferred fire (a bug, an error kazoo's own
+    loop raised) must not take the rest of the pass with it: the others are settled, and
+    the failed one stays queued, still holding its job's later instants back."""
+    daemon = start_member(zk, client_id, tmp_path, ("l-0", "l-1"))
+    leases = daemon.fire_path.leases
+    session = daemon.cluster.view.session_id or 0
+    fire_path = daemon.fire_path
+    try:
+        t0 = datetime(2032, 1, 1, tzinfo=UTC)
+        specs = {}
+        for name in ("l-0", "l-1"):
+            fire_path.prepare(name, session)
+            spec = daemon.jobs.snapshot.entries[name].spec
+            assert spec is not None
+            specs[name] = spec
+            other = leases.take_if_held(name, session)
+            assert other is not None
+            assert fire_path.fire(spec, t0, wait=False) == "deferred"
+            leases.give_back(name, other, keep=True)
+        real_settle = fire_path._settle
+
+        def settle(retry: Any) -> None:
+            if retry.spec.name == "l-0":
+                raise RuntimeError("injected: settling l-0 failed")
+            real_settle(retry)
+
+        monkeypatch.setattr(fire_path, "_settle", settle)
+        fire_path.retry_unresolved()
+        log = FireLog(tmp_path / "fires.log")
+        log.wait_for(lambda: log.fire_keys() == [f"l-1@{format_utc(t0)}"], 10)
+        assert fire_path.has_pending()  # l-0's, queued again
+        t1 = datetime(2032, 1, 1, 0, 0, 1, tzinfo=UTC)
+        assert fire_path.fire(specs["l-0"], t1, wait=False) == "deferred"  # behind t0
+        monkeypatch.undo()
+        retried_in_order(daemon, log, "l-0", t0, t1)
+        with fire_path._running_lock:
+            assert not fire_path._settling and not fire_path._handed_back
+    finally:
+        daemon.stop()
+
+
+def test_fires_whose_locks_came_late_are_claimed_one_by_one_as_late_claims(
+    zk: str, client_id: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fires due together whose locks took BATCH_CLAIM_AGE or more to come by are not
+    claimed with the batch's plain creates: they go back, to be claimed one by one through
+    the pruning horizon's check (20 s in the daemon; 0.5 s here)."""
+    from zksched.runtime import firing
+
+    jobs = ("s-0", "s-1", "s-2", "s-3")
+    daemon = start_member(zk, client_id, tmp_path, jobs)
+    fire_path = daemon.fire_path
+    leases = fire_path.leases
+    session = daemon.cluster.view.session_id or 0
+    try:
+        monkeypatch.setattr(firing, "BATCH_CLAIM_AGE", 0.5)
+        for name in jobs[:2]:
+            fire_path.prepare(name, session)  # held: claimed at once
+        wait_until(lambda: all(leases.ready(n, session) for n in jobs[:2]), 10, what="locks")
+        real_take = leases.take
+
+        def slow_take(job: str, *args: Any, **kwargs: Any) -> Any:
+            time.sleep(0.7)
+            return real_take(job, *args, **kwargs)
+
+        monkeypatch.setattr(leases, "take", slow_take)
+        instant = datetime.fromtimestamp(int(time.time()) + 1, UTC)
+        specs = {n: daemon.jobs.snapshot.entries[n].spec for n in jobs}
+        time.sleep(max(0.0, instant.timestamp() - time.time()))  # fresh at the batch's start
+        due = [(specs[n], instant, instant.timestamp()) for n in jobs]
+        rest = fire_path.fire_many(due)  # type: ignore[arg-type]
+        # their locks came too late: not claimed together, but handed back
+        assert sorted(spec.name for spec, _, _ in rest) == list(jobs[2:])
+        scheduled = format_utc(instant)
+        for name in jobs[2:]:
+            assert daemon.client.exists(daemon.paths.fire(name, scheduled)) is None
+            assert not leases.in_use(name)  # its lock went back, for the one-by-one fire
+        monkeypatch.undo()
+        for fire in rest:
+            assert fire_path.fire_handed_back(*fire) == "started"
+        log = FireLog(tmp_path / "fires.log")
+        log.wait_for(lambda: len(log.fire_keys()) == 4, 10)
+        assert log.duplicates() == {}
     finally:
         daemon.stop()
 

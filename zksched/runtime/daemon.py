@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from zksched import __version__
+from zksched.core.firekey import parse_utc
 from zksched.core.jobspec import JobSpec
 from zksched.core.owners import Member
 from zksched.runtime.clock import Clock
@@ -129,10 +130,19 @@ class Daemon:
         self.status = DaemonStatus(self)
         self.http = HttpEndpoint(self.status, config.http) if config.http else None
 
-    def _spec_of(self, job: str) -> JobSpec | None:
-        """The job's spec in the job table as last read; None: no such job, or unreadable."""
+    def _spec_of(self, job: str, instant: datetime | None) -> JobSpec | None:
+        """The job's spec in the job table as last read; None: no such job, unreadable, or
+        changed (applied, resumed) after `instant` if one is given."""
         entry = self.jobs.snapshot.entries.get(job)
-        return None if entry is None else entry.spec
+        if entry is None or entry.spec is None:
+            return None
+        if instant is None:
+            return entry.spec
+        try:
+            changed = parse_utc(entry.updated_at)
+        except ValueError:
+            return entry.spec
+        return entry.spec if changed <= instant else None
 
     def _quiet(self, ahead: float) -> bool:
         """Nothing running or being recorded, and nothing due within `ahead` seconds."""

@@ -187,11 +187,10 @@ class FirePath:
         self._history_lock = threading.Lock()
         self._unwritten: list[tuple[Claimed, FireRecord]] = []
         self._retries: list[_Retry] = []
-        self._settling: list[_Retry] = []  # taken by the pass under way, not settled yet
-        self._settling_pass = threading.Lock()  # one `retry_unresolved` pass at a time
-        # the job's spec as it is now (the daemon sets it): retries fire with it, or not at
-        # all once the job is gone; None: with the spec they were made with
-        self.spec_of: Callable[[str], JobSpec | None] | None = None
+        self._settling: list[_Retry] = []  # taken by passes under way, not settled yet
+        # the job's spec as it is now, if unchanged since an instant (the daemon sets it):
+        # retries fire with it, or not at all; None: with the spec they were made with
+        self.spec_of: Callable[[str, datetime | None], JobSpec | None] | None = None
         self._leases = JobLeases(client, paths, settings.member_id, settings.call_timeout)
         self._results = ResultWriter(
             self._claims,
@@ -551,12 +550,19 @@ class FirePath:
             for fire, lock in held:
                 self._leases.give_back(fire.spec.name, lock, keep=True)
             return [(f.spec, f.instant, f.t_due) for f, _ in held]
+        # the locks may have taken long to come by: aged ones go one by one, as late claims
+        now = self._clock.now()
+        aged = [(f, lock) for f, lock in held if now - f.instant.timestamp() >= BATCH_CLAIM_AGE]
+        for fire, lock in aged:
+            self._leases.give_back(fire.spec.name, lock, keep=True)
+        held = [(f, lock) for f, lock in held if now - f.instant.timestamp() < BATCH_CLAIM_AGE]
         claimed_at = self._clock.iso()
         batch = [
             self._claiming(f.spec, f.instant, f.t_due, lock, session, claimed_at, f.draft)
             for f, lock in held
         ]
-        return self._claim_and_start(batch, sum(f.draft is not None for f, _ in held))
+        rest = [(f.spec, f.instant, f.t_due) for f, _ in aged]
+        return rest + self._claim_and_start(batch, sum(f.draft is not None for f, _ in held))
 
     def _claim_and_start(
         self, batch: list[_Claiming], from_drafts: int
@@ -1034,38 +1040,45 @@ class FirePath:
         whose command this member knows it never started, so running it now cannot run it
         twice. Someone else's record: it is theirs. Given up after the job's catch-up window.
         """
-        if not self._settling_pass.acquire(blocking=False):
-            return  # a pass is under way (a slow one): it settles these too, in order
-        try:
+        with self._running_lock:
+            pending, self._retries = self._retries, []
+            pending.sort(key=lambda r: r.instant)  # a job's instants run in order
+            # Still deferred until settled: later instants keep waiting behind them, also
+            # those a pass running beside this one settles (a slow pass never holds up the
+            # retries deferred after it began; each job's order is kept by the waiting).
+            self._settling.extend(pending)
+        for retry in pending:
+            current: _Retry | None = None
+            requeue = False
+            try:
+                current = self._current(retry)
+                if current is not None:
+                    self._settle(current)
+            except Exception:  # never the rest of the pass: this one is tried again
+                log.exception("%s: settling failed", fire_key(retry.spec.name, retry.instant))
+                requeue = True
             with self._running_lock:
-                pending, self._retries = self._retries, []
-                pending.sort(key=lambda r: r.instant)  # a job's instants run in order
-                # still deferred until settled: later instants keep waiting behind them
-                self._settling = list(pending)
-            for retry in pending:
-                current: _Retry | None = None
-                try:
-                    current = self._current(retry)
-                    if current is not None:
-                        self._settle(current)
-                finally:
-                    with self._running_lock:
-                        self._settling.remove(retry)
-                        queued = current is not None and any(r is current for r in self._retries)
-                    if retry.holds_back and not queued:  # settled (or deferred anew)
-                        self._release_hold(retry.spec.name)
-        finally:
-            self._settling_pass.release()
+                self._settling.remove(retry)
+                if requeue:
+                    self._retries.append(retry)  # keeps its hold
+                queued = requeue or (
+                    current is not None and any(r is current for r in self._retries)
+                )
+            if retry.holds_back and not queued:  # settled (or deferred anew)
+                self._release_hold(retry.spec.name)
 
     def _current(self, retry: _Retry) -> _Retry | None:
         """The retry with its job's spec as it is now (`spec_of`); None: the job is gone
-        (deleted, or its record unreadable), and so is the retry."""
+        (deleted, or its record unreadable) or was changed after the instant (as catch-up,
+        which never looks behind a job's last change), and so is the retry."""
         if self.spec_of is None:
             return retry
-        spec = self.spec_of(retry.spec.name)
+        # a claim of ours that may have landed is settled whatever the change (else its
+        # record would stay `running`, abandoned); an unclaimed instant goes with the change
+        spec = self.spec_of(retry.spec.name, None if retry.record else retry.instant)
         if spec is None:
             key = fire_key(retry.spec.name, retry.instant)
-            log.info("%s: not retried: the job is gone", key)
+            log.info("%s: not retried: the job is gone, or changed after the instant", key)
             return None
         return retry if spec is retry.spec else replace(retry, spec=spec)
 
@@ -1142,7 +1155,9 @@ class FirePath:
             keep = max(1, spec.history)
             if len(known) <= keep + PRUNE_SLACK:
                 return
-            young = format_utc(datetime.fromtimestamp(self._clock.now() - PRUNE_MIN_AGE, UTC))
+            # an instant is fired up to its jitter after it: its neighbours' records stay
+            age = PRUNE_MIN_AGE + spec.jitter
+            young = format_utc(datetime.fromtimestamp(self._clock.now() - age, UTC))
             victims = [i for i in known[: len(known) - keep] if i < young]
             if len(victims) <= PRUNE_SLACK:
                 return  # the rest of the last minute's records stay (see PRUNE_MIN_AGE)
