@@ -1087,7 +1087,7 @@ class FirePath:
         spec, key = retry.spec, fire_key(retry.spec.name, retry.instant)
         if self._clock.now() - retry.instant.timestamp() > max(spec.catchup_window, 60.0):
             log.error(
-                "%s: giving up after repeated ZooKeeper failures",
+                "%s: given up: not settled within max(catch-up window, 60 s) of its instant",
                 key,
                 extra={"event": "retry-abandoned", "fire_key": key},
             )
