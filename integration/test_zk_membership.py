@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -296,9 +297,14 @@ def test_a_deep_queue_of_own_requests_is_not_silence(
 
     burner = threading.Thread(target=burn, daemon=True)
     burner.start()
+    switch = sys.getswitchinterval()
     try:
         behind, count = 0.0, 100
-        while behind <= membership.loss_margin and count <= 3200:  # as deep as it takes
+        # as deep as it takes (3,200 drained in 0.76 s in one CI run at the default switch
+        # interval, 1,600 took > 1.5 s in others): a longer interval makes the I/O thread
+        # wait longer for the GIL at every turn, and the depth needed less variable
+        sys.setswitchinterval(0.02)
+        while behind <= membership.loss_margin and count <= 12_800:
             queued = [client.exists_async(paths.members) for _ in range(count)]
             last = client.exists_async(paths.members)  # where the probe stands: behind them
             began = time.monotonic()
@@ -307,6 +313,7 @@ def test_a_deep_queue_of_own_requests_is_not_silence(
             last.get(timeout=120)
             behind, count = time.monotonic() - began, count * 2
     finally:
+        sys.setswitchinterval(switch)
         busy.set()
         burner.join()
     assert behind > membership.loss_margin, f"the queue drained in {behind:.2f}s; no test"
