@@ -203,9 +203,10 @@ def test_batched_claims_whose_replies_were_lost_are_recognised(
     proxy.set_mode(DROP_REPLIES)
     outcomes = claims.claim_batches(batches)
     assert len(outcomes) == 2 and all(isinstance(o, Exception) for o in outcomes)
-    for batch in batches:  # they did land
+    for batch in batches:  # they did land (the last one may still be on its way in)
         for mine in batch:
-            assert kazoo.exists(paths.fire(mine.job, mine.scheduled))
+            path = paths.fire(mine.job, mine.scheduled)
+            wait_until(lambda p=path: kazoo.exists(p), 10, what=f"{path} to land")
     proxy.set_mode(PASS)
     wait_until(lambda: client.state == KazooState.CONNECTED, 10, what="reconnected")
     for batch in batches:
