@@ -552,10 +552,13 @@ class FirePath:
             return [(f.spec, f.instant, f.t_due) for f, _ in held]
         # the locks may have taken long to come by: aged ones go one by one, as late claims
         now = self._clock.now()
-        aged = [(f, lock) for f, lock in held if now - f.instant.timestamp() >= BATCH_CLAIM_AGE]
+        aged: list[tuple[_Locking, JobLock]] = []
+        fresh: list[tuple[_Locking, JobLock]] = []
+        for pair in held:
+            (aged if now - pair[0].instant.timestamp() >= BATCH_CLAIM_AGE else fresh).append(pair)
         for fire, lock in aged:
             self._leases.give_back(fire.spec.name, lock, keep=True)
-        held = [(f, lock) for f, lock in held if now - f.instant.timestamp() < BATCH_CLAIM_AGE]
+        held = fresh
         claimed_at = self._clock.iso()
         batch = [
             self._claiming(f.spec, f.instant, f.t_due, lock, session, claimed_at, f.draft)

@@ -74,6 +74,12 @@ class FireClaims:
         self._fence_ready = False
         self._folders: set[str] = set()  # jobs whose fire folder is known to exist
 
+    def _ensure_fence(self) -> None:
+        """The `fence` node, whose setData gives a transaction's claims their token."""
+        if not self._fence_ready:
+            wait(self._client.ensure_path_async(self._paths.fence), self._timeout)
+            self._fence_ready = True
+
     def ensure_folder(self, job: str) -> None:
         """Create the job's fire folder if need be (a transaction's creates cannot)."""
         if job not in self._folders:
@@ -125,9 +131,7 @@ class FireClaims:
             horizon = _horizon(raw)
             if horizon is not None and horizon >= record.scheduled:
                 return AlreadyClaimed(None, pruned=True)
-            if not self._fence_ready:
-                wait(self._client.ensure_path_async(self._paths.fence), self._timeout)
-                self._fence_ready = True
+            self._ensure_fence()
             txn = self._client.transaction()
             txn.check(folder, stat.version)
             txn.create(path, record.to_json())
@@ -159,9 +163,7 @@ class FireClaims:
         claims cost one round trip, not one per batch. `payloads`: the records' JSON,
         encoded ahead (`ClaimDraft`). Raises when they could not be sent (nothing known
         to have applied; an exception after the first send leaves those sent unknown)."""
-        if not self._fence_ready:
-            wait(self._client.ensure_path_async(self._paths.fence), self._timeout)
-            self._fence_ready = True
+        self._ensure_fence()
         missing = sorted({r.job for batch in batches for r in batch} - self._folders)
         if missing:  # first fires: the folders (the transaction cannot make them)
             self._ensure_folders(missing)
