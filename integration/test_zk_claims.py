@@ -304,3 +304,39 @@ def test_a_prune_between_the_read_and_the_create_of_a_late_claim_wins(
     assert pruned == [True]
     assert isinstance(outcome, AlreadyClaimed) and outcome.pruned
     assert not kazoo.exists(paths.fire("j", instants[0]))
+
+
+def test_a_late_claim_whose_reply_was_lost_is_recognised(
+    zk_client: Callable[..., KazooClient],
+    kazoo: KazooClient,
+    proxy_to: Callable[..., FaultProxy],
+    client_id: str,
+) -> None:
+    """The late claim's transaction lands but its reply is lost: the outcome is unknown (an
+    exception, never a guess), and once connected again the record resolves as ours, and a
+    second late claim of it finds it ours too (not a second record)."""
+    proxy = proxy_to()
+    client = zk_client(proxy.address, session_timeout=4.0)
+    paths = ClusterPaths(client_id)
+    claims = FireClaims(client, paths, 1.0)
+    assert isinstance(claims.claim_late(record("j", "2026-01-01T00:00:00Z", "n0")), Claimed)
+    mine = record("j", "2026-01-01T00:00:05Z", "n1")
+    real_commit = client.transaction
+
+    def lose_the_reply() -> object:  # the folder's read answers; the transaction's reply not
+        proxy.set_mode(DROP_REPLIES)
+        return real_commit()
+
+    client.transaction = lose_the_reply  # type: ignore[method-assign]
+    with pytest.raises((KazooException, KazooTimeoutError)):
+        claims.claim_late(mine)
+    client.transaction = real_commit  # type: ignore[method-assign]
+    path = paths.fire("j", mine.scheduled)
+    wait_until(lambda: kazoo.exists(path), 10, what="the late claim to land")
+    proxy.set_mode(PASS)
+    wait_until(lambda: client.state == KazooState.CONNECTED, 10, what="reconnected")
+    outcome = wait_until(lambda: _resolve(claims, mine), 10, what="resolved")
+    assert isinstance(outcome, Claimed) and outcome.record.nonce == mine.nonce
+    again = claims.claim_late(mine)
+    assert isinstance(again, Claimed) and again.fencing_token == outcome.fencing_token
+    assert kazoo.get_children(paths.job_fires("j")) == ["2026-01-01T00:00:00Z", mine.scheduled]
