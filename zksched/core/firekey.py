@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
+import mmh3
+
 from zksched.core.names import name_problem
 
 _UTC_RE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})Z")
@@ -63,3 +65,10 @@ def parse_fire_key(key: str) -> tuple[str, datetime]:
     if problem is not None:
         raise ValueError(f"bad fire key: {problem}")
     return job, parse_utc(instant)
+
+
+def jitter_of(key: str, jitter: float) -> float:
+    """A deterministic delay in [0, jitter) per fire key: the same on every host."""
+    if jitter <= 0:
+        return 0.0
+    return jitter * (mmh3.hash(key.encode(), 7, False) / 2**32)

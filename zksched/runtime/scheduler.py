@@ -34,7 +34,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-import mmh3
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
@@ -47,7 +46,7 @@ from zksched.core.catchup import (
     trigger_instant,
     unpruned,
 )
-from zksched.core.firekey import fire_key, format_utc, parse_utc
+from zksched.core.firekey import fire_key, format_utc, jitter_of, parse_utc
 from zksched.core.jobspec import JobSpec
 from zksched.runtime.clock import Clock
 from zksched.runtime.cluster import ClusterView
@@ -69,13 +68,6 @@ class _Owned:
     spec: JobSpec
     updated_at: str
     generation: int
-
-
-def jitter_of(key: str, jitter: float) -> float:
-    """A deterministic delay in [0, jitter) per fire key: the same on every host."""
-    if jitter <= 0:
-        return 0.0
-    return jitter * (mmh3.hash(key.encode(), 7, False) / 2**32)
 
 
 class FireScheduler:

@@ -1,0 +1,271 @@
+"""What goes into the fire core (events) and what comes out of it (actions).
+
+Every value is frozen. Instants are aware UTC datetimes; times (`now`, `at`) are the
+member's clock in epoch seconds, passed in by the shell with every event: the core reads
+no clock of its own.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+FireKind = Literal["scheduled", "catchup", "trigger"]
+
+
+class SkipReason(enum.Enum):
+    NOT_CONNECTED = "not-connected"
+    ALREADY_CLAIMED = "already-claimed"
+    STILL_RUNNING = "still-running"
+    PAUSED = "paused"
+    CLAIM_ERROR = "claim-error"
+    OUTSIDE_CATCHUP_WINDOW = "outside-catchup-window"
+
+
+class ClaimOutcome(enum.Enum):
+    CREATED = "created"  # ours (made now, or found with our nonce): the fencing token comes too
+    TAKEN = "taken"  # another record is there (another member's, or behind the horizon)
+    ABSENT = "absent"  # (resolving only) certainly not created
+    UNKNOWN = "unknown"  # the reply was lost: it may have landed
+
+
+class LeaseOutcome(enum.Enum):
+    TAKEN = "taken"
+    BUSY = "busy"  # another holder, after waiting as long as the take allowed
+    UNKNOWN = "unknown"  # the attempt failed on the connection
+
+
+# -- events: job-level ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """A timer the machine asked for came due (extra ticks are harmless)."""
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryRead:
+    """The job's fire record instants (the folder's children), and its pruning horizon.
+    `ok` False: the read failed; planning is tried again."""
+
+    instants: tuple[datetime, ...] = ()
+    horizon: datetime | None = None
+    ok: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class RangesRead:
+    """The skip ranges [covers_from, scheduled] of the records asked for by `ReadRanges`."""
+
+    ranges: tuple[tuple[datetime, datetime], ...] = ()
+    ok: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseAnswered:
+    outcome: LeaseOutcome
+    holder: str | None = None  # who holds it, when busy (for the log)
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseGone:
+    """Our lease's lock node vanished while we held it."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimAnswered:
+    instant: datetime
+    outcome: ClaimOutcome
+    token: int | None = None  # with CREATED
+    holder: str | None = None  # with TAKEN: whose record it is, if known
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    instant: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class StartFailed:
+    instant: datetime
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class Exited:
+    instant: datetime
+    status: str  # ok | failed | timeout | terminated | error
+
+
+@dataclass(frozen=True, slots=True)
+class ResultWritten:
+    instant: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Triggered:
+    """A `jobs trigger` this member has taken (its node deleted by us): run once, now."""
+
+    trigger_id: str
+
+
+JobEvent = (
+    Tick
+    | HistoryRead
+    | RangesRead
+    | LeaseAnswered
+    | LeaseGone
+    | ClaimAnswered
+    | Started
+    | StartFailed
+    | Exited
+    | ResultWritten
+    | Triggered
+)
+
+
+# -- actions ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SetTimer:
+    job: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class ReadHistory:
+    job: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReadRanges:
+    job: str
+    instants: tuple[datetime, ...]  # the records whose skip ranges may cover holes
+
+
+@dataclass(frozen=True, slots=True)
+class TakeLease:
+    job: str
+    wait: float  # how long the shell may wait for another holder to let go (0: not at all)
+
+
+@dataclass(frozen=True, slots=True)
+class GiveBackLease:
+    job: str
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """Create the fire's record (state running) with a fresh nonce. `late`: check the
+    job's pruning horizon first (a plain create could bring back a pruned instant)."""
+
+    job: str
+    instant: datetime
+    kind: FireKind
+    late: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Resolve:
+    """Find out whether the fire's claim (whose reply was lost) landed, and whose it is."""
+
+    job: str
+    instant: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    job: str
+    instant: datetime
+    kind: FireKind
+    token: int
+
+
+@dataclass(frozen=True, slots=True)
+class Terminate:
+    job: str
+    instant: datetime
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class WriteResult:
+    """Complete the fire's record: a command's status, or `skipped` with a reason for a
+    claim of ours that was not run."""
+
+    job: str
+    instant: datetime
+    status: str
+    reason: SkipReason | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RecordSkip:
+    """Create a `skipped` record at `instant` (covering back to `covers_from`, `count`
+    instants), so that no later catch-up runs what was deliberately not run. Its answer is
+    not awaited: NodeExists means another member recorded that instant, fine either way."""
+
+    job: str
+    instant: datetime
+    kind: FireKind
+    reason: SkipReason
+    covers_from: datetime | None = None
+    count: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    """Count and log a due fire that is not run (`count` instants at once)."""
+
+    job: str
+    instant: datetime
+    reason: SkipReason
+    detail: str = ""
+    count: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Warn:
+    """Something an operator should know (a record from the future, a fire given up)."""
+
+    job: str
+    event: str
+    text: str
+
+
+Action = (
+    SetTimer
+    | ReadHistory
+    | ReadRanges
+    | TakeLease
+    | GiveBackLease
+    | Claim
+    | Resolve
+    | Start
+    | Terminate
+    | WriteResult
+    | RecordSkip
+    | Skip
+    | Warn
+)
+
+
+# -- settings ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FireTunables:
+    """Every timing the decisions use, in one place (seconds)."""
+
+    lease_lead: float = 10.0  # take the lease this long before a fire
+    linger: float = 60.0  # keep the lease after a run if the next fire is this close
+    lease_wait_max: float = 30.0  # wait at most this long for another holder to let go
+    late_claim_age: float = 1.0  # a claim this late checks the pruning horizon
+    retry_interval: float = 0.5  # a failed read, lease take or unknown claim is tried again
+    resolve_give_up: float = 60.0  # an unknown claim is given up this long after its instant
+    future_margin: float = 5.0  # records beyond now + this are from the future: ignored
+    on_session_loss: Literal["terminate", "continue"] = "terminate"

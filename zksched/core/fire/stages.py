@@ -1,0 +1,114 @@
+"""The stages of one fire and of a job's lease, and the only moves between them.
+
+A fire is one (job, instant) on one member, from the moment it is due to its recorded
+result. Each stage says what the fire waits for:
+
+    LEASING    the job's lease (overlap = skip), taken for this fire or ahead of it
+    CLAIMING   the answer to its claim (the create of its fire record)
+    UNKNOWN    nothing: the claim's reply was lost; it is resolved once connected
+    RESOLVING  the answer to "did that claim land, and is it ours?"
+    STARTING   its command's start
+    RUNNING    its command's exit
+    WRITING    its result's write (the shell retries until it lands)
+    DONE       nothing more: the fire is forgotten
+
+A move not in TRANSITIONS is a bug in the machine and raises `IllegalTransition`.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from types import MappingProxyType
+
+
+class IllegalTransition(RuntimeError):
+    """The fire machine tried a move that its table does not allow."""
+
+
+class FireStage(enum.Enum):
+    LEASING = "leasing"
+    CLAIMING = "claiming"
+    UNKNOWN = "unknown"
+    RESOLVING = "resolving"
+    STARTING = "starting"
+    RUNNING = "running"
+    WRITING = "writing"
+    DONE = "done"
+
+
+class Step(enum.Enum):
+    """What happened to a fire: the input of its transition table."""
+
+    LEASE_TAKEN = "lease-taken"  # the lease is ours: claim
+    CLAIM_SENT = "claim-sent"  # (re)claiming: its create is on its way
+    CREATED = "created"  # the claim is ours, with its fencing token: start
+    UNKNOWN = "unknown"  # the claim's reply was lost
+    RESOLVE_SENT = "resolve-sent"
+    START_FAILED = "start-failed"
+    STARTED = "started"
+    EXITED = "exited"
+    SETTLED = "settled"  # a claim of ours that will not run: its result is written as a skip
+    DROPPED = "dropped"  # nothing of it is in ZooKeeper, or not ours: forgotten (skip logged)
+    WRITTEN = "written"
+
+
+_S, _T = FireStage, Step
+TRANSITIONS: Mapping[tuple[FireStage, Step], FireStage] = MappingProxyType(
+    {
+        (_S.LEASING, _T.LEASE_TAKEN): _S.CLAIMING,
+        (_S.LEASING, _T.DROPPED): _S.DONE,
+        (_S.CLAIMING, _T.CREATED): _S.STARTING,
+        (_S.CLAIMING, _T.UNKNOWN): _S.UNKNOWN,
+        (_S.CLAIMING, _T.DROPPED): _S.DONE,
+        (_S.CLAIMING, _T.SETTLED): _S.WRITING,
+        (_S.UNKNOWN, _T.RESOLVE_SENT): _S.RESOLVING,
+        (_S.UNKNOWN, _T.DROPPED): _S.DONE,
+        (_S.RESOLVING, _T.CREATED): _S.STARTING,
+        (_S.RESOLVING, _T.SETTLED): _S.WRITING,
+        (_S.RESOLVING, _T.UNKNOWN): _S.UNKNOWN,
+        (_S.RESOLVING, _T.CLAIM_SENT): _S.CLAIMING,
+        (_S.RESOLVING, _T.DROPPED): _S.DONE,
+        (_S.STARTING, _T.STARTED): _S.RUNNING,
+        (_S.STARTING, _T.START_FAILED): _S.WRITING,
+        (_S.RUNNING, _T.EXITED): _S.WRITING,
+        (_S.WRITING, _T.WRITTEN): _S.DONE,
+    }
+)
+
+# Stages in which the fire holds its job: with overlap = skip, no other instant of the job
+# may start meanwhile (a claim in flight becomes a run the moment it is answered).
+HOLDS_JOB = frozenset({FireStage.CLAIMING, FireStage.STARTING, FireStage.RUNNING})
+# Stages in which a command of the fire may be running.
+COMMAND_UP = frozenset({FireStage.STARTING, FireStage.RUNNING})
+
+
+def next_stage(stage: FireStage, step: Step) -> FireStage:
+    try:
+        return TRANSITIONS[(stage, step)]
+    except KeyError:
+        raise IllegalTransition(f"a fire in {stage.value} cannot take {step.value}") from None
+
+
+class LeaseStage(enum.Enum):
+    """The job's lease (its kazoo Lock) as this member knows it."""
+
+    FREE = "free"  # not ours (a give-back may still be on its way in the shell)
+    TAKING = "taking"  # a take is on its way
+    HELD = "held"  # ours, in the current session
+
+
+LEASE_MOVES: frozenset[tuple[LeaseStage, LeaseStage]] = frozenset(
+    {
+        (LeaseStage.FREE, LeaseStage.TAKING),
+        (LeaseStage.TAKING, LeaseStage.HELD),
+        (LeaseStage.TAKING, LeaseStage.FREE),  # busy, unknown, or the session went
+        (LeaseStage.HELD, LeaseStage.FREE),  # given back, lost, or the session went
+    }
+)
+
+
+def check_lease_move(old: LeaseStage, new: LeaseStage) -> LeaseStage:
+    if old is not new and (old, new) not in LEASE_MOVES:
+        raise IllegalTransition(f"a lease cannot go from {old.value} to {new.value}")
+    return new

@@ -1,0 +1,1 @@
+"""Deterministic cluster simulation: in-memory models of the world the scheduler runs in."""

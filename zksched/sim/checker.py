@@ -1,0 +1,268 @@
+"""The SPEC's guarantees, checked against what a simulated run did.
+
+Each check reads the ledger (what the commands did, what the job table said and when), the
+sessions' expiry times and the fire records left in the ZooKeeper model. A violation names
+the check, the fire key and what was seen; the runner prints it with the seed and the trace.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from zksched.core.firekey import fire_key, jitter_of, parse_utc
+from zksched.core.jobspec import JobSpec
+from zksched.core.schedule import ScheduleError
+from zksched.sim.ledger import Ledger
+from zksched.sim.member import Run, decode
+from zksched.sim.zkmodel import ZkModel
+
+SLACK = 3.0  # how long a job table change may take to reach a connected member
+TRIGGER_WINDOW = 40.0  # a taken trigger runs within this long (after a run going on)
+
+
+@dataclass(frozen=True)
+class Violation:
+    check: str
+    key: str
+    text: str
+
+    def __str__(self) -> str:
+        return f"[{self.check}] {self.key}: {self.text}"
+
+
+@dataclass
+class Verdict:
+    violations: list[Violation] = field(default_factory=list)
+    started: int = 0
+    abandoned: int = 0
+    skipped: Counter[str] = field(default_factory=Counter)
+    expected: int = 0
+
+    def add(self, check: str, job: str, instant: datetime | None, text: str) -> None:
+        key = fire_key(job, instant) if instant is not None else job
+        self.violations.append(Violation(check, key, text))
+
+
+@dataclass(frozen=True)
+class Limits:
+    session_timeout: float
+    start_grace: float  # a claim answered this long after its successor was due
+    settle_from: float  # true time after which the cluster was quiet (faults over)
+    end: float
+
+
+def check(ledger: Ledger, zk: ZkModel, expired_at: dict[int, float], limits: Limits) -> Verdict:
+    verdict = Verdict(started=len(ledger.runs))
+    by_job: dict[str, list[Run]] = defaultdict(list)
+    for run in ledger.runs:
+        by_job[run.job].append(run)
+    _no_double(verdict, ledger.runs)
+    for job, runs in by_job.items():
+        _each_run(verdict, ledger, job, runs, expired_at, limits)
+        _overlap(verdict, ledger, job, runs)
+        _tokens(verdict, job, runs)
+    _triggers(verdict, ledger, by_job)
+    _coverage(verdict, ledger, zk, expired_at, limits)
+    return verdict
+
+
+def _no_double(verdict: Verdict, runs: list[Run]) -> None:
+    seen = Counter((r.job, r.instant) for r in runs)
+    for (job, instant), n in seen.items():
+        if n > 1:
+            who = [r.member for r in runs if (r.job, r.instant) == (job, instant)]
+            verdict.add("twice", job, instant, f"started {n} times, by {who}")
+
+
+def _each_run(
+    verdict: Verdict,
+    ledger: Ledger,
+    job: str,
+    runs: list[Run],
+    expired_at: dict[int, float],
+    limits: Limits,
+) -> None:
+    for run in runs:
+        if run.started >= expired_at.get(run.session, float("inf")):
+            verdict.add("connected", job, run.instant, f"started by {run.member} after its "
+                        "session expired")
+        silence = ledger.silence_at_start.get(id(run), 0.0)
+        if silence > limits.session_timeout / 2:
+            verdict.add("connected", job, run.instant,
+                        f"started by {run.member} after {silence:.2f}s without contact")
+        spec = _spec_at(ledger, job, run.started)
+        tables = ledger.tables_between(run.started - SLACK, run.started)
+        if run.kind != "trigger" and all(
+            job not in t or t[job][0].paused for t in tables
+        ):
+            verdict.add("paused", job, run.instant, f"started by {run.member} while the job "
+                        "was paused or deleted")
+        if spec is None:
+            continue
+        if run.kind == "catchup":
+            if spec.catchup == "none" and _steady(ledger, job, run.started, "catchup"):
+                verdict.add("catchup", job, run.instant, "caught up with catchup = none")
+            age = run.local_started - run.instant.timestamp()
+            if age > spec.catchup_window + SLACK and _steady(ledger, job, run.started,
+                                                             "catchup_window"):
+                verdict.add("catchup", job, run.instant,
+                            f"caught up {age:.1f}s late, window {spec.catchup_window}s")
+        if run.kind == "scheduled" and spec.overlap == "skip" and _steady(
+            ledger, job, run.started, "overlap", "schedule", "jitter"
+        ):
+            deadline = _deadline(spec, run.instant)
+            if run.local_started > deadline + limits.start_grace + 0.1:
+                verdict.add("backlog", job, run.instant,
+                            f"started {run.local_started - deadline:.2f}s after its "
+                            "successor was due")
+
+
+def _overlap(verdict: Verdict, ledger: Ledger, job: str, runs: list[Run]) -> None:
+    ordered = sorted(runs, key=lambda r: r.started)
+    for i, later in enumerate(ordered):
+        spec = _spec_at(ledger, job, later.started)
+        if spec is None or spec.overlap != "skip":
+            continue
+        if not _steady(ledger, job, later.started, "overlap"):
+            continue
+        for earlier in ordered[:i]:
+            going = earlier.ended is None or earlier.ended > later.started
+            if not going:
+                continue
+            earlier_spec = _spec_at(ledger, job, earlier.started)
+            same = earlier.member == later.member
+            if same or (earlier_spec is not None and earlier_spec.overlap == "skip"):
+                verdict.add("overlap", job, later.instant,
+                            f"started by {later.member} while {job}@... of {earlier.member} "
+                            f"({earlier.instant:%H:%M:%S}) was running")
+
+
+def _tokens(verdict: Verdict, job: str, runs: list[Run]) -> None:
+    """Tokens are unique, and one member claims a job's instants in order (across members,
+    an ownership change under clock skew may claim an instant after a later one: the later
+    claim, the newer owner's, then has the larger token, as fencing needs)."""
+    seen = Counter(r.token for r in runs)
+    for run in runs:
+        if seen[run.token] > 1:
+            verdict.add("tokens", job, run.instant, f"token {run.token} given twice")
+    mine: dict[str, list[Run]] = defaultdict(list)
+    for run in runs:
+        if run.kind != "trigger":
+            mine[run.member].append(run)
+    for member_runs in mine.values():
+        ordered = sorted(member_runs, key=lambda r: r.instant)
+        for before, after in itertools.pairwise(ordered):
+            if after.token <= before.token:
+                verdict.add("tokens", job, after.instant,
+                            f"token {after.token} not above {before.token} of the earlier "
+                            f"instant, both of {after.member}")
+
+
+def _triggers(verdict: Verdict, ledger: Ledger, by_job: dict[str, list[Run]]) -> None:
+    takes_of: Counter[str] = Counter(t.job for t in ledger.takes)
+    for job, runs in by_job.items():
+        n = sum(1 for r in runs if r.kind == "trigger")
+        if n > takes_of[job]:
+            verdict.add("trigger", job, None, f"{n} trigger runs for {takes_of[job]} triggers")
+    for take in ledger.takes:
+        deaths = ledger.deaths.get(take.member, [])
+        if any(take.at <= d <= take.at + TRIGGER_WINDOW for d in deaths):
+            continue
+        if len(ledger.tables_between(take.at - SLACK, take.at + TRIGGER_WINDOW)) > 1:
+            continue  # the job changed meanwhile
+        spec = _spec_at(ledger, take.job, take.at)
+        if spec is None or spec.schedule == "* * * * * *":
+            continue  # no second is free of scheduled runs: the trigger shares one
+        ran = [
+            r for r in by_job.get(take.job, [])
+            if r.kind == "trigger" and r.member == take.member
+            and take.at <= r.started <= take.at + TRIGGER_WINDOW
+        ]
+        if not ran:
+            verdict.add("trigger", take.job, None, f"trigger {take.node} taken by "
+                        f"{take.member} did not run")
+
+
+def _coverage(
+    verdict: Verdict, ledger: Ledger, zk: ZkModel, expired_at: dict[int, float], limits: Limits
+) -> None:
+    """After the quiet end, every instant of each job's last version is covered by a record
+    (a run, a recorded skip, a skip range); `running` records of dead sessions whose command
+    never started are the at-most-once window (counted as abandoned)."""
+    table = ledger.table_at(limits.end)
+    started = {(r.job, r.instant) for r in ledger.runs}
+    children: dict[str, list[str]] = defaultdict(list)
+    for path in zk.node_paths():
+        folder, _, name = path.rpartition("/")
+        if folder.startswith("/fires/"):
+            children[folder].append(name)
+    for job, (spec, updated_at) in table.items():
+        if spec.paused or not _has_member(ledger, spec):
+            continue
+        folder = f"/fires/{job}"
+        records: dict[datetime, list[str]] = {}
+        for name in children.get(folder, []):
+            fields = decode(zk.data_of(f"{folder}/{name}"))
+            records[parse_utc(name)] = fields
+            verdict.skipped[fields[0] if fields[0] != "skipped" else f"skip:{fields[5]}"] += 1
+            if fields[0] == "running" and (job, parse_utc(name)) not in started:
+                session = int(fields[2] or 0)
+                if session in expired_at or not zk.alive(session):
+                    verdict.abandoned += 1
+        ranges = [
+            (parse_utc(f[6]), instant) for instant, f in records.items()
+            if f[0] == "skipped" and len(f) > 6 and f[6]
+        ]
+        start = max(updated_at, limits.settle_from - spec.catchup_window, ledger.table_times[0])
+        start = max(updated_at, ledger.table_times[0]) if spec.catchup == "all" else start
+        end = limits.end - 5.0 - spec.jitter - (spec.timeout or 0)
+        for instant in _instants(spec, start, end):
+            verdict.expected += 1
+            if instant in records or any(a <= instant <= b for a, b in ranges):
+                continue
+            verdict.add("lost", job, instant, "no record covers it")
+
+
+def _instants(spec: JobSpec, start: float, end: float) -> list[datetime]:
+    from datetime import UTC
+
+    low = datetime.fromtimestamp(start, UTC)
+    high = datetime.fromtimestamp(end, UTC)
+    if high <= low:
+        return []
+    return list(spec.schedule_obj.fires_between(low, high))
+
+
+def _has_member(ledger: Ledger, spec: JobSpec) -> bool:
+    return any(
+        all(labels.get(k) == v for k, v in spec.labels.items()) for labels in ledger.labels.values()
+    )
+
+
+def _spec_at(ledger: Ledger, job: str, t: float) -> JobSpec | None:
+    entry = ledger.table_at(t).get(job)
+    return None if entry is None else entry[0]
+
+
+def _steady(ledger: Ledger, job: str, t: float, *fields: str) -> bool:
+    """Whether these fields of the job stayed the same over the SLACK before `t` (a change
+    takes a moment to reach every member: judged only once it has)."""
+    values = set()
+    for table in ledger.tables_between(t - SLACK, t):
+        entry = table.get(job)
+        values.add(None if entry is None else tuple(getattr(entry[0], f) for f in fields))
+    return len(values) == 1
+
+
+def _deadline(spec: JobSpec, instant: datetime) -> float:
+    def due(i: datetime) -> float:
+        return i.timestamp() + jitter_of(fire_key(spec.name, i), spec.jitter)
+
+    try:
+        successor = spec.schedule_obj.next_fire(instant)
+    except ScheduleError:
+        return float("inf")
+    return max(due(successor), due(instant + timedelta(0)))

@@ -1,0 +1,76 @@
+"""The ground truth of a simulated run: what the commands did, what the job table said and
+when, which member took which trigger. The members write it; the checker reads it."""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from zksched.core.fire import model as m
+from zksched.core.jobspec import JobSpec
+
+if TYPE_CHECKING:
+    from zksched.sim.member import Run, SimMember
+
+Table = dict[str, tuple[JobSpec, float]]
+
+
+@dataclass
+class TriggerTake:
+    node: str
+    job: str
+    member: str
+    incarnation: int
+    session: int
+    at: float
+
+
+@dataclass
+class Ledger:
+    tables: dict[int, Table] = field(default_factory=dict)
+    table_times: list[float] = field(default_factory=list)  # when each version was written
+    table_versions: list[int] = field(default_factory=list)
+    labels: dict[str, dict[str, str]] = field(default_factory=dict)
+    runs: list[Run] = field(default_factory=list)
+    silence_at_start: dict[int, float] = field(default_factory=dict)  # id(run) -> seconds
+    takes: list[TriggerTake] = field(default_factory=list)
+    deaths: dict[str, list[float]] = field(default_factory=dict)  # member -> crash/stop times
+    actions: Counter[str] = field(default_factory=Counter)
+
+    def publish(self, version: int, table: Table, at: float) -> None:
+        self.tables[version] = table
+        self.table_times.append(at)
+        self.table_versions.append(version)
+
+    def table_at(self, t: float) -> Table:
+        i = bisect.bisect_right(self.table_times, t) - 1
+        return self.tables[self.table_versions[max(i, 0)]]
+
+    def tables_between(self, start: float, end: float) -> list[Table]:
+        """Every table in force at some moment of [start, end]."""
+        first = max(bisect.bisect_right(self.table_times, start) - 1, 0)
+        last = max(bisect.bisect_right(self.table_times, end) - 1, 0)
+        return [self.tables[self.table_versions[i]] for i in range(first, last + 1)]
+
+    def started(self, run: Run, member: SimMember) -> None:
+        self.runs.append(run)
+        self.silence_at_start[id(run)] = member.world.t - member.last_heard
+
+    def ended(self, run: Run, at: float, status: str) -> None:
+        if run.ended is None:
+            run.ended, run.status = at, status
+
+    def trigger_taken(self, node: str, member: SimMember) -> None:
+        job = node.rsplit(".", 1)[0]
+        self.takes.append(
+            TriggerTake(node, job, member.name, member.incarnation, member.session or 0,
+                        member.world.t)
+        )
+
+    def died(self, member: str, at: float) -> None:
+        self.deaths.setdefault(member, []).append(at)
+
+    def count(self, action: m.Action) -> None:
+        self.actions[type(action).__name__] += 1
