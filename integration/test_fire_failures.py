@@ -57,20 +57,20 @@ def test_session_loss_mid_run(
     )  # type: ignore[arg-type]
     daemon.start()
     try:
-        wait_until(lambda: daemon.scheduler.owned_jobs() == ["long"], 15, what="owning")
+        wait_until(lambda: daemon.engine.owned_jobs() == ["long"], 15, what="owning")
         assert run_cli(zk, client_id, "jobs", "trigger", "long").returncode == 0
-        wait_until(lambda: daemon.fire_path.running_jobs() == ["long"], 10, what="running")
+        wait_until(lambda: daemon.engine.running_jobs() == ["long"], 10, what="running")
         proxy.set_mode(BLACKHOLE)
         if policy == "terminate":
             wait_until(
-                lambda: daemon.fire_path.running_jobs() == [],
+                lambda: daemon.engine.running_jobs() == [],
                 SESSION_TIMEOUT + 3,
                 what="the command terminated",
             )
             assert not done.exists()
         else:
             time.sleep(SESSION_TIMEOUT + 1)
-            assert daemon.fire_path.running_jobs() == ["long"]
+            assert daemon.engine.running_jobs() == ["long"]
         proxy.set_mode(PASS)
         wait_until(lambda: daemon.view.active, 20, what="back")
         if policy == "continue":
@@ -138,11 +138,11 @@ def test_history_is_pruned_to_its_count_but_never_its_youngest_records(
     would bring a pruned one back). Pruning raises the horizon first."""
     from kazoo.client import KazooClient
 
-    from zksched.runtime import firing
+    from zksched.runtime import pruning
     from zksched.zk.paths import ClusterPaths
 
     assert isinstance(kazoo, KazooClient)
-    monkeypatch.setattr(firing, "PRUNE_MIN_AGE", 6.0)
+    monkeypatch.setattr(pruning, "PRUNE_MIN_AGE", 6.0)
     out = tmp_path / "out.log"
     daemon = member_with_jobs(zk, client_id, tmp_path, recording_job("chatty", out, history=1))
     try:
@@ -168,14 +168,20 @@ def test_history_is_pruned_to_its_count_but_never_its_youngest_records(
         daemon.stop()
 
 
-def test_a_claim_whose_outcome_was_unknown_is_settled_and_run_once(
-    zk: str, client_id: str, tmp_path: Path
+def test_a_claim_whose_outcome_was_unknown_is_settled_and_never_run_twice(
+    zk: str, client_id: str, tmp_path: Path, kazoo: object
 ) -> None:
-    """The create lands but its reply is lost, and ZooKeeper stays unreadable past the
-    resolution deadline: the fire is skipped `claim-error` at first, then settled once
-    ZooKeeper answers, and run (late) exactly once."""
+    """The create lands but its reply is lost, and ZooKeeper stays unreadable for longer
+    than the job's period: once ZooKeeper answers, the claim is found to be ours and
+    settled. Its successor was due meanwhile (overlap = skip: no backlog), so it is
+    recorded skipped, not run late; the job's later instants run as usual."""
+    from kazoo.client import KazooClient
     from kazoo.handlers.threading import KazooTimeoutError
 
+    from zksched.core.fires import FireRecord
+    from zksched.zk.paths import ClusterPaths
+
+    assert isinstance(kazoo, KazooClient)
     out = tmp_path / "fires.log"
     apply_text(zk, client_id, tmp_path, recording_job("unlucky", out, schedule="*/2 * * * * *"))
     daemon = Daemon(
@@ -185,7 +191,7 @@ def test_a_claim_whose_outcome_was_unknown_is_settled_and_run_once(
             member_id="m-1",
         )
     )
-    claims = daemon.fire_path.claims
+    claims = daemon.engine.io.claims
     real_claim, real_resolve = claims.claim, claims.resolve
     state = {"victim": None, "blind_until": 0.0}
 
@@ -206,15 +212,18 @@ def test_a_claim_whose_outcome_was_unknown_is_settled_and_run_once(
     daemon.start()
     try:
         wait_until(lambda: state["victim"], 15, what="the injected failure")
-        wait_until(
-            lambda: daemon.skips.by_job[("unlucky", "claim-error")] >= 1,
-            10,
-            what="the claim-error skip",
-        )
+        victim = str(state["victim"])
+        path = ClusterPaths(client_id).fire("unlucky", victim.split("@", 1)[1])
+
+        def settled() -> bool:
+            return FireRecord.from_json(kazoo.get(path)[0]).state != "running"
+
+        wait_until(settled, 15, what="the claim to be settled")
+        record = FireRecord.from_json(kazoo.get(path)[0])
+        assert (record.state, record.skip_reason) == ("skipped", "still-running")
         log = FireLog(out)
-        wait_until(lambda: state["victim"] in log.fire_keys(), 15, what="the late run")
-        time.sleep(2.5)
-        assert log.fire_keys().count(state["victim"]) == 1
+        wait_until(lambda: len(log.fire_keys()) >= 2, 15, what="later instants to run")
+        assert victim not in log.fire_keys()
         assert log.duplicates() == {}
     finally:
         daemon.stop()

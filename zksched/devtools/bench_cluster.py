@@ -36,6 +36,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from zksched.core.fire.model import FireTunables
 from zksched.core.firekey import format_utc
 from zksched.devtools.bench import (
     BenchContext,
@@ -48,10 +49,10 @@ from zksched.devtools.bench import (
 from zksched.devtools.daemonproc import DaemonProcess
 from zksched.devtools.zkserver import ZkServer
 from zksched.runtime.daemon import DaemonConfig
-from zksched.runtime.leases import LEAD
 from zksched.runtime.results import MAX_HOLD
 
 SESSION_TIMEOUT = 4.0  # the peers were measured with 4 s
+LEAD = FireTunables().lease_lead  # members take a job's lease this long before its fire
 
 
 # --- shared pieces ------------------------------------------------------------------------
@@ -577,7 +578,7 @@ def bench_zk_requests(ctx: BenchContext) -> Result:
                 with in_process_members(zk, client_id, count) as daemons:
                     for d in daemons:
                         counter.attach(d.client)
-                        d.fire_path.observers.append(fired.append)
+                        d.engine.observers.append(fired.append)
                         d.start()
 
                     def joined(daemons: list[Any] = daemons, count: int = count) -> bool:
@@ -966,10 +967,10 @@ def bench_profile(ctx: BenchContext) -> Result:
         client_id = f"pr-{uuid.uuid4().hex[:8]}"
         with own_zookeeper(workdir) as zk, in_process_members(zk, client_id, 1) as daemons:
             daemon = daemons[0]
-            # scheduled fires due together go through fire_many; the rest through fire
-            daemon.fire_path.fire = profiles.wrap(daemon.fire_path.fire)
-            daemon.fire_path.fire_many = profiles.wrap(daemon.fire_path.fire_many)
-            daemon.fire_path.observers.append(events.append)
+            # every fire goes through the engine's dispatch of the core's actions
+            engine = daemon.engine
+            engine._dispatch = profiles.wrap(engine._dispatch)
+            engine.observers.append(events.append)
             daemon.start()
             wait_for(lambda: daemon.view.connected, 60, "the member to join")
             apply_jobs(zk, client_id, workdir, every_second_jobs(n_jobs, "pr"))

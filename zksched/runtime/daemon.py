@@ -15,18 +15,15 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from zksched import __version__
-from zksched.core.firekey import parse_utc
-from zksched.core.jobspec import JobSpec
 from zksched.core.owners import Member
 from zksched.runtime.clock import Clock
 from zksched.runtime.clockprobe import ClockProbe
 from zksched.runtime.cluster import ClusterMembership, ClusterView
-from zksched.runtime.firing import FirePath, FireSettings
+from zksched.runtime.engine import FireEngine, FireSettings
 from zksched.runtime.gcsteward import GcSteward
 from zksched.runtime.http import DaemonStatus, HttpEndpoint
 from zksched.runtime.jobs import JobsSnapshot, JobTableWatcher
 from zksched.runtime.runner import CommandRunner
-from zksched.runtime.scheduler import FireScheduler
 from zksched.runtime.skips import SkipLog
 from zksched.zk.connection import ZkSettings, close_quietly, make_client
 from zksched.zk.paths import ClusterPaths
@@ -88,7 +85,7 @@ class Daemon:
         )
         call_timeout = max(1.0, config.zk.session_timeout / 3)
         self.skips = SkipLog()
-        self.fire_path = FirePath(
+        self.engine = FireEngine(
             self.client,
             self.paths,
             self.cluster,
@@ -103,12 +100,6 @@ class Daemon:
                 concurrency=config.concurrency,
             ),
             self.clock,
-        )
-        self.scheduler = FireScheduler(
-            self.fire_path,
-            self.skips,
-            self.clock,
-            concurrency=config.concurrency,
             take_trigger=Triggers(self.client, self.paths, call_timeout).take,
         )
         self.jobs = JobTableWatcher(
@@ -116,10 +107,9 @@ class Daemon:
             self.paths,
             call_timeout,
             on_jobs=self._on_jobs,
-            on_triggers=self.scheduler.triggers,
+            on_triggers=self.engine.triggers,
         )
-        self.cluster.add_view_listener(self.scheduler.update_view)
-        self.fire_path.spec_of = self._spec_of
+        self.cluster.add_view_listener(self.engine.update_view)
         self.clock_probe = ClockProbe(
             self.client, self.paths, config.member_id, self.clock, call_timeout
         )
@@ -130,29 +120,15 @@ class Daemon:
         self.status = DaemonStatus(self)
         self.http = HttpEndpoint(self.status, config.http) if config.http else None
 
-    def _spec_of(self, job: str, instant: datetime | None) -> JobSpec | None:
-        """The job's spec in the job table as last read; None: no such job, unreadable, or
-        changed (applied, resumed) after `instant` if one is given."""
-        entry = self.jobs.snapshot.entries.get(job)
-        if entry is None or entry.spec is None:
-            return None
-        if instant is None:
-            return entry.spec
-        try:
-            changed = parse_utc(entry.updated_at)
-        except ValueError:
-            return entry.spec
-        return entry.spec if changed <= instant else None
-
     def _quiet(self, ahead: float) -> bool:
         """Nothing running or being recorded, and nothing due within `ahead` seconds."""
-        if self.fire_path.busy():
+        if self.engine.busy():
             return False
-        due = self.scheduler.next_due()
+        due = self.engine.next_due()
         return due is None or due - self.clock.now() > ahead
 
     def _on_jobs(self, snapshot: JobsSnapshot) -> None:
-        self.scheduler.update_jobs(snapshot)
+        self.engine.update_jobs(snapshot)
         # The job table and everything built at start live long: take them out of the
         # cyclic garbage collector's full passes, which otherwise walk all of them and held
         # every thread (probes too) for 30-110 ms during a burst of fires (docs/benchmarks.md,
@@ -184,7 +160,7 @@ class Daemon:
         )
         if self.gc_steward is not None:
             self.gc_steward.start()
-        self.scheduler.start()
+        self.engine.start()
         self.cluster.start()
         self.jobs.start()
         self.clock_probe.start()
@@ -205,14 +181,11 @@ class Daemon:
         self._stopped = True
         self._stop_requested.set()
         started = time.monotonic()
-        self.scheduler.stop_dispatching()
-        self.fire_path.leases.close()  # idle job locks go back before we leave
+        self.engine.stop_dispatching()  # idle job locks go back before we leave
         self.jobs.stop()
         self.clock_probe.stop()
         self.cluster.stop()
-        self.scheduler.stop(wait_for_running=self.config.stop_grace)
-        self.fire_path.flush_unwritten()
-        self.fire_path.close()
+        self.engine.stop(wait_for_running=self.config.stop_grace)
         close_quietly(self.client)
         if self.http is not None:
             self.http.stop()

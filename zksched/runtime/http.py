@@ -159,14 +159,14 @@ class DaemonStatus:
         self._daemon = daemon
         self.activity = ActivityLog(daemon.clock.now)
         self.metrics = DaemonMetrics(
-            owned_jobs=lambda: len(daemon.scheduler.owned_jobs()),
+            owned_jobs=lambda: len(daemon.engine.owned_jobs()),
             members=lambda: len(daemon.cluster.view.table),
             session_connected=lambda: 1.0 if daemon.cluster.view.connected else 0.0,
             clock_offset=lambda: clock_offsets(daemon).get(daemon.member.member_id),
         )
-        daemon.fire_path.observers.append(self._on_fire)
+        daemon.engine.observers.append(self._on_fire)
         daemon.skips.listeners.append(self._on_skip)
-        daemon.scheduler.catchup_observers.append(self.metrics.on_catchup)
+        daemon.engine.catchup_observers.append(self.metrics.on_catchup)
         # The page reloads itself every few seconds while someone looks at it, which keeps
         # it warm; a scraper comes every 15-60 s, so /metrics is kept warm in between.
         self._page = SharedRender(
@@ -205,7 +205,7 @@ class DaemonStatus:
         ages = {
             "cluster coordinator": now_mono - d.cluster.heartbeat,
             "job table watcher": now_mono - d.jobs.heartbeat,
-            "fire timer": now_clock - d.scheduler.heartbeat,  # the timer beats on d.clock
+            "fire timer": now_clock - d.engine.heartbeat,  # the timer beats on d.clock
         }
         stale = [
             f"{name} last beat {age:.0f}s ago" if age < 86_400 else f"{name} never ran"

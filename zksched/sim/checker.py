@@ -17,9 +17,11 @@ from zksched.core.jobspec import JobSpec
 from zksched.core.schedule import ScheduleError
 from zksched.sim.ledger import Ledger
 from zksched.sim.member import Run, decode
+from zksched.sim.world import EPOCH
 from zksched.sim.zkmodel import ZkModel
 
 SLACK = 3.0  # how long a job table change may take to reach a connected member
+WINDOW = 0.01  # between a claim's reply and its command's start (the sim's start delay)
 TRIGGER_WINDOW = 40.0  # a taken trigger runs within this long (after a run going on)
 
 
@@ -167,6 +169,7 @@ def _triggers(verdict: Verdict, ledger: Ledger, by_job: dict[str, list[Run]]) ->
         n = sum(1 for r in runs if r.kind == "trigger")
         if n > takes_of[job]:
             verdict.add("trigger", job, None, f"{n} trigger runs for {takes_of[job]} triggers")
+    used: set[int] = set()
     for take in ledger.takes:
         deaths = ledger.deaths.get(take.member, [])
         if any(take.at <= d <= take.at + TRIGGER_WINDOW for d in deaths):
@@ -178,10 +181,12 @@ def _triggers(verdict: Verdict, ledger: Ledger, by_job: dict[str, list[Run]]) ->
             continue  # no second is free of scheduled runs: the trigger shares one
         ran = [
             r for r in by_job.get(take.job, [])
-            if r.kind == "trigger" and r.member == take.member
+            if r.kind == "trigger" and id(r) not in used
             and take.at <= r.started <= take.at + TRIGGER_WINDOW
         ]
-        if not ran:
+        if ran:
+            used.add(id(ran[0]))  # on its taker, or on a new owner it was handed back to
+        else:
             verdict.add("trigger", take.job, None, f"trigger {take.node} taken by "
                         f"{take.member} did not run")
 
@@ -208,22 +213,45 @@ def _coverage(
             fields = decode(zk.data_of(f"{folder}/{name}"))
             records[parse_utc(name)] = fields
             verdict.skipped[fields[0] if fields[0] != "skipped" else f"skip:{fields[5]}"] += 1
-            if fields[0] == "running" and (job, parse_utc(name)) not in started:
-                session = int(fields[2] or 0)
-                if session in expired_at or not zk.alive(session):
-                    verdict.abandoned += 1
+            instant = parse_utc(name)
+            if fields[0] == "running" and (job, instant) not in started:
+                claim = ledger.claims.get((job, instant))
+                if claim is None or claim[1] < limits.end - 5.0:  # else: just claimed
+                    _never_started(verdict, ledger, job, instant, fields[1])
         ranges = [
             (parse_utc(f[6]), instant) for instant, f in records.items()
             if f[0] == "skipped" and len(f) > 6 and f[6]
         ]
         start = max(updated_at, limits.settle_from - spec.catchup_window, ledger.table_times[0])
         start = max(updated_at, ledger.table_times[0]) if spec.catchup == "all" else start
-        end = limits.end - 5.0 - spec.jitter - (spec.timeout or 0)
+        end = limits.end - 5.0 - spec.jitter
         for instant in _instants(spec, start, end):
+            if _deadline(spec, instant) > end:
+                continue  # it may still wait for its job's lease
             verdict.expected += 1
             if instant in records or any(a <= instant <= b for a, b in ranges):
                 continue
             verdict.add("lost", job, instant, "no record covers it")
+
+
+def _never_started(
+    verdict: Verdict, ledger: Ledger, job: str, instant: datetime, member: str
+) -> None:
+    """A claim left `running` whose command never started: the at-most-once window (its
+    member died between the claim's reply and the start), or a claim lost by a bug."""
+    claim = ledger.claims.get((job, instant))
+    deaths = ledger.deaths.get(member, [])
+    if claim is None:  # its reply never came back: the member died with it on the way
+        if deaths:
+            verdict.abandoned += 1
+            return
+        verdict.add("lost", job, instant, f"claimed by {member}, which lives, never settled")
+        return
+    if any(claim[1] <= d <= claim[1] + WINDOW for d in deaths):
+        verdict.abandoned += 1
+        return
+    verdict.add("lost", job, instant, f"claimed by {member} at t+{claim[1] - EPOCH:.3f}s, "
+                "never started nor settled")
 
 
 def _instants(spec: JobSpec, start: float, end: float) -> list[datetime]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import bisect
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from zksched.core.fire import model as m
@@ -38,6 +39,11 @@ class Ledger:
     takes: list[TriggerTake] = field(default_factory=list)
     deaths: dict[str, list[float]] = field(default_factory=dict)  # member -> crash/stop times
     actions: Counter[str] = field(default_factory=Counter)
+    claims: dict[tuple[str, datetime], tuple[str, float]] = field(default_factory=dict)
+
+    def claimed(self, job: str, instant: datetime, member: str, at: float) -> None:
+        """Our claim's reply came back CREATED (the at-most-once window opens)."""
+        self.claims[(job, instant)] = (member, at)
 
     def publish(self, version: int, table: Table, at: float) -> None:
         self.tables[version] = table

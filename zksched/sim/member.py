@@ -419,6 +419,12 @@ class SimMember:
                 self.skips[reason.value] = self.skips.get(reason.value, 0) + count
                 self.world.note(self.name, f"skip {job}@{format_utc(instant)} {reason.value}"
                                 f" {detail}")
+            case m.ReturnTrigger(job, trigger):
+                self.world.note(self.name, f"trigger {trigger} handed back")
+                self._call(
+                    lambda zk: zk.create(self.session or 0, f"/triggers/{job}.", sequential=True),
+                    lambda r: None,
+                )
             case m.Warn(job, event, text):
                 self.world.note(self.name, f"warn {job} {event}: {text}")
 
@@ -492,7 +498,7 @@ class SimMember:
         def listed(result: Any) -> None:
             if isinstance(result, ZkError):
                 self.taking.discard(job)
-                self.leftovers.add(path)
+                self._delete_lock(path)  # our contender would block the job (kazoo #732)
                 self._event(job, m.LeaseAnswered(m.LeaseOutcome.UNKNOWN))
                 return
             order = sorted(result, key=lambda n: n.rsplit("-", 1)[1])
@@ -559,8 +565,8 @@ class SimMember:
                     newer = [n for n in zk.get_children(session, fires_of(job)) if n > name]
                 except NoNode:
                     newer = []
-                if newer:
-                    return "taken", 0, f"a newer record ({newer[-1]})"
+                if newer and name not in newer and not zk.exists(session, path):
+                    return "passed", 0, f"a newer record ({newer[-1]})"
             try:
                 zk.create(session, path, data, makepath=True)
                 return "created", zk.stat_of(path).czxid, ""
@@ -593,7 +599,11 @@ class SimMember:
             event = m.ClaimAnswered(instant, m.ClaimOutcome.UNKNOWN)
         else:
             what, token, holder = result
-            event = m.ClaimAnswered(instant, m.ClaimOutcome(what), token or None, holder or None)
+            passed = what == "passed"
+            outcome = m.ClaimOutcome.TAKEN if passed else m.ClaimOutcome(what)
+            event = m.ClaimAnswered(instant, outcome, token or None, holder or None, passed)
+            if what == "created":
+                self.ledger.claimed(job, instant, self.name, self.world.t)
         self._event(job, event)
 
     def _start(self, job: str, instant: datetime, kind: str, token: int, incarnation: int) -> None:

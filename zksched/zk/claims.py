@@ -51,7 +51,8 @@ class Claimed:
 @dataclass(frozen=True)
 class AlreadyClaimed:
     record: FireRecord | None  # None when the existing record cannot be parsed (or pruned)
-    pruned: bool = False  # the instant is at or behind the job's pruning horizon
+    pruned: bool = False  # a late claim refused: at or behind the job's pruning horizon
+    passed: bool = False  # a late claim refused: a newer record exists, none at the instant
 
 
 # a batch's claims; None: it did not apply; an exception: its outcome is unknown
@@ -118,7 +119,8 @@ class FireClaims:
         is newer than the job's pruning horizon, and only if the horizon did not move in
         between (the create goes with a check of the fire folder's version, which every
         prune bumps before it deletes anything). A plain create could bring a pruned
-        instant back and run it twice. Raises like `claim` when the outcome is unknown."""
+        instant back and run it twice. Refused too behind a newer record (instants are
+        claimed in order). Raises like `claim` when the outcome is unknown."""
         folder = self._paths.job_fires(record.job)
         path = self._paths.fire(record.job, record.scheduled)
         for _ in range(LATE_CLAIM_ATTEMPTS):
@@ -131,6 +133,10 @@ class FireClaims:
             horizon = _horizon(raw)
             if horizon is not None and horizon >= record.scheduled:
                 return AlreadyClaimed(None, pruned=True)
+            # never behind a newer record: a job's instants are claimed in order
+            children = wait(self._client.get_children_async(folder), self._timeout)
+            if record.scheduled not in children and any(c > record.scheduled for c in children):
+                return AlreadyClaimed(None, passed=True)
             self._ensure_fence()
             txn = self._client.transaction()
             txn.check(folder, stat.version)

@@ -78,6 +78,7 @@ class Fire:
     deadline: float  # overlap = skip: claimed after this, it would start after its successor
     token: int | None = None
     retry_at: float = _NEVER  # LEASING / UNKNOWN: when to try again
+    trigger: str | None = None  # the trigger it runs
 
     def step(self, step: Step) -> None:
         self.stage = next_stage(self.stage, step)
@@ -257,16 +258,22 @@ class JobFireMachine:
             self._out.append(m.ReadHistory(spec.name))
 
     def _deactivate(self, now: float, drop_lease: bool) -> None:
+        leasing = [f for f in self.fires.values() if f.stage is FireStage.LEASING]
         if self.phase in (JobPhase.ACTIVE, JobPhase.PLANNING):
-            self.last_active = now
+            # the next catch-up here looks back to the oldest instant left without a record
+            left = [f.instant for f in leasing] + [instant for instant, _ in self._queue]
+            self.last_active = min([now] + [instant.timestamp() for instant in left])
         self.phase = JobPhase.INACTIVE
         self._queue.clear()
         self._waiting.clear()
         self._pending_plan = None
         reason = m.SkipReason.NOT_CONNECTED if self.session is None else None
-        for fire in list(self.fires.values()):
-            if fire.stage is FireStage.LEASING:
-                self._drop(fire, reason, "no longer active here")
+        for fire in leasing:
+            self._drop(fire, reason, "no longer active here")
+        if not self.owned and self.session is not None:
+            # moved: its new owner runs the triggers this member took and did not run
+            while self._triggers:
+                self._out.append(m.ReturnTrigger(self.spec.name, self._triggers.popleft()))
         if drop_lease and self.lease is not LeaseStage.FREE:
             self._give_back = True
 
@@ -385,9 +392,12 @@ class JobFireMachine:
             if instant in self.fires or (self._last_trigger and instant <= self._last_trigger):
                 self._trigger_at = float(int(now) + 1)  # one trigger a second: its own instant
                 return
-            self._triggers.popleft()
+            trigger = self._triggers.popleft()
             self._last_trigger = instant
             self._due(instant, "trigger", now, now)
+            fire = self.fires.get(instant)
+            if fire is not None:
+                fire.trigger = trigger
 
     def _busy(self) -> bool:
         return self.holding or any(f.stage is FireStage.LEASING for f in self.fires.values())
@@ -470,7 +480,9 @@ class JobFireMachine:
                     self._write(fire, "skipped", reason=refusal[0], error=refusal[1])
             case m.ClaimOutcome.TAKEN:
                 holder = event.holder or "another member"
-                self._drop(fire, m.SkipReason.ALREADY_CLAIMED, f"by {holder}")
+                # passed by a newer record: nothing is at its instant, so it is recorded
+                record = event.passed and self.phase is JobPhase.ACTIVE
+                self._drop(fire, m.SkipReason.ALREADY_CLAIMED, f"by {holder}", record)
             case m.ClaimOutcome.UNKNOWN:
                 fire.step(Step.UNKNOWN)
                 fire.retry_at = now + self.tunables.retry_interval
@@ -478,7 +490,10 @@ class JobFireMachine:
                 if not resolving:
                     raise_illegal("ABSENT answers a resolve, not a claim")
                 refusal = self._refuse_start(fire, now, True)
-                later = self._last_claimed is not None and self._last_claimed > fire.instant
+                # a trigger's instant is its own (never a scheduled one's): order is no matter
+                later = fire.kind != "trigger" and (
+                    self._last_claimed is not None and self._last_claimed > fire.instant
+                )
                 if refusal is None and not later and self.phase is JobPhase.ACTIVE:
                     fire.step(Step.CLAIM_SENT)
                     self._claim(fire, now)
@@ -616,9 +631,14 @@ class JobFireMachine:
     def _drop(
         self, fire: Fire, reason: m.SkipReason | None, detail: str, record: bool | None = None
     ) -> None:
-        """Forget a fire that left nothing of ours behind, and say why it did not run."""
+        """Forget a fire that left nothing of ours behind, and say why it did not run. A
+        trigger's goes back to wait for its turn (it runs once), unless its instant is
+        another fire's."""
         fire.step(Step.DROPPED)
         del self.fires[fire.instant]
+        if fire.trigger is not None and reason is not m.SkipReason.ALREADY_CLAIMED:
+            self._triggers.appendleft(fire.trigger)
+            return
         if reason is not None:
             keep = reason is m.SkipReason.STILL_RUNNING if record is None else record
             keep = keep and self.session is not None

@@ -87,7 +87,9 @@ class MemberFireCore:
         if machine is None:
             if isinstance(event, m.LeaseAnswered) and event.outcome is m.LeaseOutcome.TAKEN:
                 return [m.GiveBackLease(job)]  # taken after the session went: not kept
-            if isinstance(event, m.Tick | m.Triggered | m.HistoryRead | m.RangesRead):
+            if isinstance(event, m.Triggered):
+                return [m.ReturnTrigger(job, event.trigger_id)]  # taken as the job moved
+            if isinstance(event, m.Tick | m.HistoryRead | m.RangesRead):
                 return []  # for a machine forgotten since (a timer, a read), or not ours
             if isinstance(event, m.LeaseAnswered):
                 return []

@@ -80,6 +80,7 @@ class ClaimAnswered:
     outcome: ClaimOutcome
     token: int | None = None  # with CREATED
     holder: str | None = None  # with TAKEN: whose record it is, if known
+    passed: bool = False  # with TAKEN: a late claim behind a newer record (none at its instant)
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,6 +230,15 @@ class Skip:
 
 
 @dataclass(frozen=True, slots=True)
+class ReturnTrigger:
+    """A trigger this member took but can no longer run (the job moved): leave it again for
+    the job's new owner."""
+
+    job: str
+    trigger_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class Warn:
     """Something an operator should know (a record from the future, a fire given up)."""
 
@@ -250,6 +260,7 @@ Action = (
     | WriteResult
     | RecordSkip
     | Skip
+    | ReturnTrigger
     | Warn
 )
 

@@ -1,0 +1,415 @@
+"""The fire core's decisions, as decisions: events in, actions out, no ZooKeeper, no clock.
+
+Each test drives one `JobFireMachine` the way the shell does and checks what it asks for.
+The issue's reproductions are here as unit tests (a slow job caught up, jitter over the
+period, an outage longer than the catch-up window, ...); the cluster-wide behaviour is the
+simulator's (tests/test_sim.py) and the real daemon's (integration/).
+"""
+
+from __future__ import annotations
+
+import itertools
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from zksched.core.fire import model as m
+from zksched.core.fire.job import JobFireMachine, JobPhase
+from zksched.core.fire.stages import (
+    LEASE_MOVES,
+    TRANSITIONS,
+    FireStage,
+    IllegalTransition,
+    LeaseStage,
+    Step,
+    check_lease_move,
+    next_stage,
+)
+from zksched.core.jobspec import JobSpec
+
+T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC).timestamp()
+SESSION = 7
+
+
+def at(seconds: float) -> datetime:
+    return datetime.fromtimestamp(T0 + seconds, UTC)
+
+
+def spec(**changes: object) -> JobSpec:
+    values: dict[str, object] = {
+        "name": "job",
+        "schedule": "* * * * * *",
+        "command": ("true",),
+        "overlap": "skip",
+        "catchup": "latest",
+        "catchup_window": 60.0,
+    }
+    values.update(changes)
+    return JobSpec(**values)  # type: ignore[arg-type]
+
+
+class Shell:
+    """Drives one machine: time, the core's actions, and answers to them."""
+
+    def __init__(self, job: JobSpec, updated_at: float = T0 - 3600, **tunables: object) -> None:
+        self.machine = JobFireMachine(job, updated_at, m.FireTunables(**tunables))  # type: ignore[arg-type]
+        self.now = T0 - 0.5
+        self.actions: list[m.Action] = []
+
+    def feed(self, actions: list[m.Action]) -> list[m.Action]:
+        real = [a for a in actions if not isinstance(a, m.SetTimer)]
+        self.actions += real
+        return real
+
+    def join(self) -> list[m.Action]:
+        out = self.feed(self.machine.set_session(SESSION, self.now))
+        return out + self.feed(self.machine.set_owned(True, self.now))
+
+    def to(self, seconds: float) -> list[m.Action]:
+        self.now = T0 + seconds
+        return self.feed(self.machine.handle(m.Tick(), self.now))
+
+    def give(self, event: m.JobEvent) -> list[m.Action]:
+        return self.feed(self.machine.handle(event, self.now))
+
+    def of(self, kind: type) -> list[m.Action]:
+        return [a for a in self.actions if isinstance(a, kind)]
+
+    def skips(self, reason: m.SkipReason) -> list[datetime]:
+        return [a.instant for a in self.of(m.Skip) if a.reason is reason]  # type: ignore[attr-defined]
+
+    def run(self, instant: datetime, token: int = 1) -> None:
+        """Answer the claim of `instant` as ours, and its command starts."""
+        self.give(m.ClaimAnswered(instant, m.ClaimOutcome.CREATED, token))
+        self.give(m.Started(instant))
+
+    def finish(self, instant: datetime, status: str = "ok") -> None:
+        self.give(m.Exited(instant, status))
+        self.give(m.ResultWritten(instant))
+
+
+def claims(actions: list[m.Action]) -> list[datetime]:
+    return [a.instant for a in actions if isinstance(a, m.Claim)]
+
+
+# -- the tables -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("stage", "step"), list(itertools.product(FireStage, Step)))
+def test_every_move_of_a_fire_is_in_the_table_or_raises(stage: FireStage, step: Step) -> None:
+    expected = TRANSITIONS.get((stage, step))
+    if expected is None:
+        with pytest.raises(IllegalTransition):
+            next_stage(stage, step)
+    else:
+        assert next_stage(stage, step) is expected
+
+
+def test_done_is_final_and_every_stage_can_reach_it() -> None:
+    assert not any(stage is FireStage.DONE for stage, _ in TRANSITIONS)
+    reach = {FireStage.DONE}
+    for _ in FireStage:
+        reach |= {s for (s, _), target in TRANSITIONS.items() if target in reach}
+    assert reach == set(FireStage)
+
+
+@pytest.mark.parametrize(("old", "new"), list(itertools.product(LeaseStage, LeaseStage)))
+def test_lease_moves(old: LeaseStage, new: LeaseStage) -> None:
+    if old is new or (old, new) in LEASE_MOVES:
+        assert check_lease_move(old, new) is new
+    else:
+        with pytest.raises(IllegalTransition):
+            check_lease_move(old, new)
+
+
+# -- one fire ---------------------------------------------------------------------------------
+
+
+def test_an_allow_job_claims_starts_and_records_each_instant() -> None:
+    shell = Shell(spec(overlap="allow"), updated_at=T0)
+    shell.join()
+    out = shell.to(0.0)
+    assert out == [m.Claim("job", at(0), "scheduled", late=False)]
+    out = shell.give(m.ClaimAnswered(at(0), m.ClaimOutcome.CREATED, 42))
+    assert out == [m.Start("job", at(0), "scheduled", 42)]
+    shell.give(m.Started(at(0)))
+    assert shell.give(m.Exited(at(0), "ok")) == [m.WriteResult("job", at(0), "ok")]
+    shell.give(m.ResultWritten(at(0)))
+    assert shell.machine.fires == {}
+
+
+def test_a_skip_job_takes_its_lease_ahead_and_claims_at_once_when_due() -> None:
+    shell = Shell(spec(), updated_at=T0)
+    assert m.TakeLease("job", 0.0) in shell.join()
+    shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    assert claims(shell.to(0.0)) == [at(0)]
+
+
+def test_no_start_before_the_claim_is_ours_and_none_for_a_taken_claim() -> None:
+    shell = Shell(spec(overlap="allow"), updated_at=T0)
+    shell.join()
+    shell.to(0.0)
+    out = shell.give(m.ClaimAnswered(at(0), m.ClaimOutcome.TAKEN, holder="other"))
+    assert not [a for a in out if isinstance(a, m.Start)]
+    assert shell.skips(m.SkipReason.ALREADY_CLAIMED) == [at(0)]
+    assert not shell.of(m.RecordSkip)  # its record is there already
+
+
+# -- overlap = skip: skipped, never queued -----------------------------------------------------
+
+
+def test_an_instant_due_while_the_previous_run_goes_is_skipped_and_recorded() -> None:
+    shell = Shell(spec(), updated_at=T0)
+    shell.join()
+    shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    shell.to(0.0)
+    shell.run(at(0))
+    out = shell.to(1.0)
+    assert m.Skip("job", at(1), m.SkipReason.STILL_RUNNING) in out
+    assert m.RecordSkip("job", at(1), "scheduled", m.SkipReason.STILL_RUNNING) in out
+    shell.to(2.0)
+    shell.finish(at(0))
+    assert claims(shell.to(3.0)) == [at(3)]  # on time, not the skipped ones late
+
+
+def test_a_slow_job_caught_up_at_start_skips_instead_of_queueing() -> None:
+    """The issue's reproduction: `sleep 2.5` every second, applied 3 s before the first
+    member starts. The catch-up runs the latest missed instant, then every instant due
+    while a run goes is skipped `still-running`; none starts after its successor is due."""
+    shell = Shell(spec(), updated_at=T0 - 3.0)
+    shell.now = T0 + 0.2
+    assert m.ReadHistory("job") in shell.join()
+    shell.give(m.HistoryRead(()))
+    catchup = shell.of(m.Claim)
+    shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    catchup = shell.of(m.Claim)
+    assert [(c.instant, c.kind) for c in catchup] == [(at(0), "catchup")]  # type: ignore[attr-defined]
+    shell.run(at(0))
+    started = {at(0): T0 + 0.2}
+    for second in range(1, 30):
+        out = shell.to(second + 0.001)
+        for instant in claims(out):
+            shell.run(instant)
+            started[instant] = shell.now
+        for instant, t in list(started.items()):
+            if shell.now - t >= 2.5 and instant in shell.machine.fires:
+                shell.finish(instant)
+    for instant, t in started.items():
+        assert t - instant.timestamp() < 1.0, f"{instant} started {t - instant.timestamp()}s late"
+    assert len(shell.skips(m.SkipReason.STILL_RUNNING)) >= 15
+
+
+def test_overlap_changed_to_skip_while_runs_go_skips_the_next_instant() -> None:
+    shell = Shell(spec(overlap="allow"), updated_at=T0)
+    shell.join()
+    shell.to(0.0)
+    shell.run(at(0))
+    shell.feed(shell.machine.set_spec(spec(overlap="skip"), T0 + 0.5, T0 + 0.5))
+    if shell.machine.lease is LeaseStage.TAKING:
+        shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    out = shell.to(1.0)
+    assert not claims(out)
+    assert shell.skips(m.SkipReason.STILL_RUNNING) == [at(1)]
+
+
+def test_a_lease_held_elsewhere_is_waited_for_until_the_successor_is_due_then_skipped() -> None:
+    """Ownership moved while the old owner's run goes: the new owner waits for the lease no
+    longer than the instant's successor, skips `still-running`, and runs the first instant
+    due after the lease comes free, on time."""
+    shell = Shell(spec(schedule="*/5 * * * * *"), updated_at=T0)
+    shell.join()
+    shell.give(m.LeaseAnswered(m.LeaseOutcome.BUSY, holder="old-owner"))
+    out = shell.to(0.0)
+    (take,) = [a for a in out if isinstance(a, m.TakeLease)]
+    assert 4.9 < take.wait <= 5.0  # up to the successor's due time
+    shell.now = T0 + 5.0
+    shell.give(m.LeaseAnswered(m.LeaseOutcome.BUSY, holder="old-owner"))
+    assert shell.skips(m.SkipReason.STILL_RUNNING) == [at(0)]
+    out = shell.to(5.0)
+    assert [a for a in shell.actions if isinstance(a, m.TakeLease)][-1].wait > 4.9
+    shell.now = T0 + 5.02
+    out = shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    assert claims(out) == [at(5)]
+
+
+# -- catch-up -----------------------------------------------------------------------------------
+
+
+def test_an_outage_longer_than_the_window_records_what_it_does_not_run() -> None:
+    """Every-5-second job, window 20 s, nobody up for 45 s: the instants older than the
+    window get a skip range record, the newest runs (latest)."""
+    job = spec(schedule="*/5 * * * * *", catchup="latest", catchup_window=20.0)
+    shell = Shell(job, updated_at=T0 - 12)
+    shell.now = T0 + 45.5
+    shell.join()
+    shell.give(m.HistoryRead((at(-10), at(-5), at(0))))
+    (record,) = shell.of(m.RecordSkip)
+    assert record.reason is m.SkipReason.OUTSIDE_CATCHUP_WINDOW  # type: ignore[attr-defined]
+    assert (record.covers_from, record.instant, record.count) == (at(5), at(40), 8)  # type: ignore[attr-defined]
+    shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    assert [(c.instant, c.kind) for c in shell.of(m.Claim)] == [(at(45), "catchup")]  # type: ignore[attr-defined]
+
+
+def test_catchup_none_records_everything_it_skips_and_runs_nothing() -> None:
+    shell = Shell(spec(catchup="none"), updated_at=T0 - 0.5)
+    shell.now = T0 + 10.5
+    shell.join()
+    shell.give(m.HistoryRead((at(0),)))
+    (record,) = shell.of(m.RecordSkip)
+    assert (record.covers_from, record.instant) == (at(1), at(10))  # type: ignore[attr-defined]
+    assert not shell.of(m.Claim)
+
+
+def test_a_record_from_the_future_is_reported_not_obeyed() -> None:
+    shell = Shell(spec(schedule="0 * * * * *"), updated_at=T0 - 600)
+    shell.now = T0 + 0.5
+    shell.join()
+    future = at(0) + timedelta(days=400)
+    shell.give(m.HistoryRead((at(-300), future)))
+    assert [a.event for a in shell.of(m.Warn)] == ["future-record"]  # type: ignore[attr-defined]
+    record = shell.of(m.RecordSkip)
+    assert all(r.instant <= at(0) for r in record)  # type: ignore[attr-defined]
+
+
+def test_a_failed_history_read_is_tried_again_up_to_the_new_now() -> None:
+    shell = Shell(spec(), updated_at=T0 - 100)
+    shell.now = T0 + 0.5
+    shell.join()
+    shell.give(m.HistoryRead(ok=False))
+    assert shell.machine.phase is JobPhase.PLANNING
+    out = shell.to(1.5)
+    assert m.ReadHistory("job") in out
+
+
+# -- claims whose reply was lost -----------------------------------------------------------------
+
+
+def unknown_claim(shell: Shell, instant: datetime) -> None:
+    shell.give(m.ClaimAnswered(instant, m.ClaimOutcome.UNKNOWN))
+    out = shell.to((shell.now - T0) + 0.5)
+    assert m.Resolve("job", instant) in out
+
+
+def test_a_lost_reply_is_resolved_and_run_if_ours_in_time() -> None:
+    shell = Shell(spec(schedule="*/5 * * * * *"), updated_at=T0)
+    shell.join()
+    shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    shell.to(0.0)
+    unknown_claim(shell, at(0))
+    out = shell.give(m.ClaimAnswered(at(0), m.ClaimOutcome.CREATED, 9))
+    assert m.Start("job", at(0), "scheduled", 9) in out
+
+
+def test_a_claim_resolved_ours_after_its_successor_was_due_is_recorded_not_run() -> None:
+    shell = Shell(spec(), updated_at=T0)
+    shell.join()
+    shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    shell.to(0.0)
+    unknown_claim(shell, at(0))
+    shell.now = T0 + 1.5
+    out = shell.give(m.ClaimAnswered(at(0), m.ClaimOutcome.CREATED, 9))
+    assert not [a for a in out if isinstance(a, m.Start)]
+    (write,) = [a for a in out if isinstance(a, m.WriteResult)]
+    assert (write.status, write.reason) == ("skipped", m.SkipReason.STILL_RUNNING)
+
+
+def test_a_claim_that_never_landed_is_not_claimed_again_after_a_later_one() -> None:
+    shell = Shell(spec(overlap="allow"), updated_at=T0)
+    shell.join()
+    shell.to(0.0)
+    shell.give(m.ClaimAnswered(at(0), m.ClaimOutcome.UNKNOWN))
+    shell.to(1.0)  # the next instant's claim goes out meanwhile
+    assert claims(shell.actions) == [at(0), at(1)]
+    assert m.Resolve("job", at(0)) in shell.actions
+    out = shell.give(m.ClaimAnswered(at(0), m.ClaimOutcome.ABSENT))
+    assert not claims(out)
+    assert m.RecordSkip("job", at(0), "scheduled", m.SkipReason.CLAIM_ERROR) in out
+
+
+def test_a_late_claim_passed_by_a_newer_record_is_recorded() -> None:
+    shell = Shell(spec(overlap="allow"), updated_at=T0)
+    shell.join()
+    shell.to(2.0)  # late: at(2) is claimed 0 s late; make it late by hand
+    shell.now = T0 + 3.5
+    shell.give(m.ClaimAnswered(at(2), m.ClaimOutcome.TAKEN, passed=True))
+    assert m.RecordSkip("job", at(2), "scheduled", m.SkipReason.ALREADY_CLAIMED) in shell.actions
+
+
+# -- order, jitter, connection ----------------------------------------------------------------
+
+
+def test_jitter_larger_than_the_period_keeps_instants_in_order() -> None:
+    shell = Shell(spec(overlap="allow", jitter=3.0), updated_at=T0)
+    shell.join()
+    for tenth in range(0, 200):
+        out = shell.to(tenth / 10)
+        for instant in claims(out):
+            shell.run(instant)
+            shell.finish(instant)
+    claimed = claims(shell.actions)
+    assert claimed == sorted(claimed) and len(claimed) >= 15
+
+
+def test_not_connected_starts_nothing_and_says_why() -> None:
+    shell = Shell(spec(overlap="allow"), updated_at=T0)
+    shell.join()
+    shell.feed(shell.machine.set_session(None, shell.now))
+    out = shell.to(0.0)
+    assert not claims(out)
+    assert shell.skips(m.SkipReason.NOT_CONNECTED) == [at(0)]
+
+
+def test_a_claim_answered_after_the_connection_went_is_recorded_not_started() -> None:
+    shell = Shell(spec(overlap="allow"), updated_at=T0)
+    shell.join()
+    shell.to(0.0)
+    shell.feed(shell.machine.set_session(None, shell.now))
+    out = shell.give(m.ClaimAnswered(at(0), m.ClaimOutcome.CREATED, 3))
+    assert not [a for a in out if isinstance(a, m.Start)]
+    assert [a.reason for a in out if isinstance(a, m.WriteResult)] == [m.SkipReason.NOT_CONNECTED]
+
+
+def test_a_lost_session_terminates_runs_and_forgets_the_lease() -> None:
+    shell = Shell(spec(), updated_at=T0)
+    shell.join()
+    shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    shell.to(0.0)
+    shell.run(at(0))
+    out = shell.feed(shell.machine.session_lost(shell.now))
+    assert m.Terminate("job", at(0), "session lost") in out
+    assert shell.machine.lease is LeaseStage.FREE
+
+
+def test_a_paused_job_fires_nothing() -> None:
+    shell = Shell(spec(paused=True), updated_at=T0)
+    shell.join()
+    out = shell.to(0.0)
+    assert not claims(out) and shell.skips(m.SkipReason.PAUSED) == [at(0)]
+
+
+# -- triggers ------------------------------------------------------------------------------------
+
+
+def test_a_trigger_of_a_running_skip_job_runs_once_after_the_run() -> None:
+    shell = Shell(spec(schedule="0 * * * * *"), updated_at=T0)
+    shell.join()
+    shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    shell.to(0.0)
+    shell.run(at(0))
+    shell.now = T0 + 5.5
+    assert not claims(shell.give(m.Triggered("t-1")))
+    shell.finish(at(0))
+    (trigger,) = [a for a in shell.of(m.Claim) if a.kind == "trigger"]  # type: ignore[attr-defined]
+    assert trigger.instant == at(5)  # type: ignore[attr-defined]
+    assert not shell.skips(m.SkipReason.STILL_RUNNING)
+
+
+def test_a_trigger_taken_as_the_job_moves_is_handed_back() -> None:
+    shell = Shell(spec(schedule="0 * * * * *"), updated_at=T0)
+    shell.join()
+    shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    shell.to(0.0)
+    shell.run(at(0))
+    shell.give(m.Triggered("t-1"))
+    out = shell.feed(shell.machine.set_owned(False, shell.now))
+    assert m.ReturnTrigger("job", "t-1") in out

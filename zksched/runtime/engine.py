@@ -1,0 +1,465 @@
+"""The fire engine: the thread that runs this member's fire core and carries out its actions.
+
+    job table, cluster view, session loss, triggers ─┐
+    answers from ZooKeeper (fire_io.py) ─────────────┼─> queue -> core (zksched/core/fire)
+    command starts and exits (runner.py) ────────────┘                 │
+            timers <── SetTimer   Claim, TakeLease, ... ──> FireIO     │
+                                  Start, Terminate ──────> CommandRunner
+                                  Skip, Warn ────────────> SkipLog, log
+
+One thread (`zksched-core`) owns the core: every input is a closure posted to its queue, run
+in order, and what it returns is dispatched at once. Nothing here decides what a fire does;
+it only does what the core says and tells it what happened.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from kazoo.client import KazooClient
+
+from zksched.core.fire import model as m
+from zksched.core.fire.member import MemberFireCore
+from zksched.core.firekey import fire_key, jitter_of, parse_utc
+from zksched.core.jobspec import JobSpec
+from zksched.core.owners import command_allowed
+from zksched.runtime.clock import Clock
+from zksched.runtime.cluster import ClusterMembership, ClusterView
+from zksched.runtime.fire_io import FireIO, FireIOSettings
+from zksched.runtime.jobs import JobsSnapshot, Trigger
+from zksched.runtime.runner import CommandRunner, RunningCommand, RunRequest, RunResult
+from zksched.runtime.skips import SkipLog
+from zksched.zk.paths import ClusterPaths
+
+log = logging.getLogger("zksched.fire")
+
+CHORES_INTERVAL = 2.0  # unwritten results and leftover lock nodes are retried this often
+Step = Callable[[float], list[m.Action]]
+FireId = tuple[str, datetime]
+
+
+@dataclass(frozen=True)
+class FireSettings:
+    client_id: str
+    member_id: str
+    on_session_loss: Literal["terminate", "continue"] = "terminate"
+    call_timeout: float = 3.0
+    allowed_commands: tuple[str, ...] | None = None  # None: every command may run here
+    concurrency: int = 32  # commands running at once on this member
+
+
+@dataclass
+class FireStats:
+    """Counters for tests, benchmarks and metrics."""
+
+    fired: int = 0
+    results: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class _Run:
+    start: m.Start
+    spec: JobSpec
+    t_due: float
+    t_claimed: float
+    command: RunningCommand | None = None
+
+
+class FireEngine:
+    def __init__(
+        self,
+        client: KazooClient,
+        paths: ClusterPaths,
+        membership: ClusterMembership,
+        runner: CommandRunner,
+        skips: SkipLog,
+        settings: FireSettings,
+        clock: Clock,
+        take_trigger: Callable[[str], bool] | None = None,
+    ) -> None:
+        self._client = client
+        self._runner = runner
+        self._skips = skips
+        self._settings = settings
+        self._clock = clock
+        self._take_trigger = take_trigger
+        self.core = MemberFireCore(m.FireTunables(on_session_loss=settings.on_session_loss))
+        self.io = FireIO(
+            client,
+            paths,
+            FireIOSettings(settings.client_id, settings.member_id, settings.call_timeout),
+            clock,
+            self._post_event,
+            lambda job: self._table.get(job),
+        )
+        self._queue: queue.SimpleQueue[Step | None] = queue.SimpleQueue()
+        self._heap: list[tuple[float, str]] = []
+        self._timer_at: dict[str, float] = {}
+        self._runs: dict[FireId, _Run] = {}
+        self._finals: dict[FireId, RunResult] = {}
+        self._waiting_starts: list[_Run] = []  # over --concurrency: started as slots free up
+        self._table: Mapping[str, JobSpec] = {}
+        self._owned: frozenset[str] = frozenset()
+        self._refused: set[tuple[str, str]] = set()
+        self._view: ClusterView | None = None
+        self._triggers_in_flight: set[str] = set()
+        self._pending_triggers: list[Trigger] = []
+        self._trigger_pool = ThreadPoolExecutor(2, thread_name_prefix="zksched-trigger")
+        self._thread: threading.Thread | None = None
+        self._terminating = False
+        self._next_chores = 0.0
+        self.heartbeat = 0.0
+        self.stats = FireStats()
+        self.observers: list[Callable[[Mapping[str, object]], None]] = []
+        self.catchup_observers: list[Callable[[str, int], None]] = []
+        membership.add_session_loss_listener(self._on_session_lost)
+
+    # -- inputs (any thread: post and return) ---------------------------------------------------
+
+    def _post(self, step: Step) -> None:
+        self._queue.put(step)
+
+    def _post_event(self, job: str, event: m.JobEvent) -> None:
+        self._queue.put(lambda now: self.core.handle(job, event, now))
+
+    def update_jobs(self, snapshot: JobsSnapshot) -> None:
+        table: dict[str, tuple[JobSpec, float]] = {}
+        for name, entry in snapshot.entries.items():
+            if entry.spec is None:
+                continue
+            try:
+                changed = parse_utc(entry.updated_at).timestamp()
+            except ValueError:
+                changed = 0.0
+            table[name] = (entry.spec, changed)
+
+        def step(now: float) -> list[m.Action]:
+            self._table = {name: spec for name, (spec, _) in table.items()}
+            if self._view is not None:
+                self._note_refused(self._view)
+            return self.core.table_changed(table, now)
+
+        self._post(step)
+
+    def update_view(self, view: ClusterView) -> None:
+        session = view.session_id if view.connected else None
+
+        def owns(name: str, spec: JobSpec) -> bool:
+            return view.owns(name, spec.labels, spec.command[0])
+
+        def step(now: float) -> list[m.Action]:
+            self._view = view if session is not None else None
+            if self._view is not None:
+                self._note_refused(view)
+            return self.core.view_changed(session, owns, now)
+
+        self._post(step)
+
+    def _on_session_lost(self) -> None:
+        self.io.session_lost()
+        self._post(self.core.session_lost)
+
+    def triggers(self, pending: list[Trigger]) -> None:
+        """Take each pending trigger of a job this member owns (deleting its node: one member
+        does) and run it once. Looked at again whenever what this member owns changes."""
+        self._pending_triggers = pending
+        for trigger in pending:
+            if trigger.job not in self._owned or trigger.znode in self._triggers_in_flight:
+                continue
+            self._triggers_in_flight.add(trigger.znode)
+            try:
+                self._trigger_pool.submit(self._take, trigger)
+            except RuntimeError:  # stopping
+                return
+
+    def _take(self, trigger: Trigger) -> None:
+        try:
+            if self._take_trigger is None or self._take_trigger(trigger.znode):
+                self._post_event(trigger.job, m.Triggered(trigger.znode))
+        finally:
+            self._triggers_in_flight.discard(trigger.znode)
+
+    # -- queries (any thread) ---------------------------------------------------------------
+
+    def owned_jobs(self) -> list[str]:
+        return sorted(self._owned)
+
+    def next_due(self) -> float | None:
+        heap = self._heap
+        return heap[0][0] if heap else None
+
+    def running_jobs(self) -> list[str]:
+        return sorted({job for job, _ in list(self._runs)})
+
+    def busy(self) -> bool:
+        return bool(self._runs) or self.core.busy() or not self.io.idle()
+
+    # -- life ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="zksched-core", daemon=True)
+        self._thread.start()
+
+    def stop_dispatching(self) -> None:
+        """A graceful stop begins: own nothing from now on (idle leases go back now, busy
+        ones as their runs end)."""
+        self._post(self.core.stop)
+
+    def stop(self, wait_for_running: float = 30.0) -> None:
+        """Let what is in flight finish (up to `wait_for_running` seconds), then terminate
+        what still runs, write what is left, and end the engine's thread."""
+        deadline = time.monotonic() + wait_for_running
+        while self.busy() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if self._runs:
+            log.warning("fires still running after %.0fs; terminating them", wait_for_running)
+            self._terminating = True
+            for run in list(self._runs.values()):
+                if run.command is not None:
+                    run.command.terminate("the daemon is stopping")
+            end = time.monotonic() + 10.0
+            while self._runs and time.monotonic() < end:
+                time.sleep(0.05)
+        self._terminating = True
+        self.io.drain(5.0)
+        self.io.flush_unwritten()
+        self._queue.put(None)
+        if self._thread is not None:
+            self._thread.join(5.0)
+        self._trigger_pool.shutdown(wait=False, cancel_futures=True)
+        self.io.close()
+
+    # -- the engine's thread ----------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            now = self._clock.now()
+            wait = 1.0 if not self._heap else min(1.0, max(0.0, self._heap[0][0] - now))
+            steps: list[Step] = []
+            try:
+                first = self._queue.get(timeout=wait)
+                if first is None:
+                    return
+                steps.append(first)
+            except queue.Empty:
+                pass
+            while len(steps) < 1000:
+                try:
+                    more = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    return
+                steps.append(more)
+            now = self._clock.now()
+            self.heartbeat = now
+            actions: list[m.Action] = []
+            for step in steps:
+                try:
+                    actions += step(now)
+                except Exception:  # a bug; the job's machine says what it was
+                    log.exception("the fire core failed on an event")
+            while self._heap and self._heap[0][0] <= now:
+                at, job = heapq.heappop(self._heap)
+                if self._timer_at.get(job) == at:
+                    del self._timer_at[job]
+                    try:
+                        actions += self.core.handle(job, m.Tick(), now)
+                    except Exception:
+                        log.exception("the fire core failed on a timer of %s", job)
+            self._dispatch(actions, now)
+            if steps:
+                owned = frozenset(self.core.owned())
+                if owned != self._owned:
+                    self._owned = owned
+                    self.triggers(self._pending_triggers)
+            if now >= self._next_chores:
+                self._next_chores = now + CHORES_INTERVAL
+                if self.core.session is not None and self.io.has_chores():
+                    self.io.flush_unwritten()
+                    self._trigger_pool.submit(self.io.tidy)
+
+    def _dispatch(self, actions: list[m.Action], now: float) -> None:
+        claims: list[m.Claim] = []
+        session = self.core.session or 0
+        for action in actions:
+            match action:
+                case m.SetTimer(job, at):
+                    self._timer_at[job] = at
+                    heapq.heappush(self._heap, (at, job))
+                case m.ReadHistory(job):
+                    self.io.read_history(job)
+                case m.ReadRanges(job, instants):
+                    self.io.read_ranges(job, instants)
+                case m.TakeLease(job, wait):
+                    self.io.take_lease(job, wait, session)
+                case m.GiveBackLease(job):
+                    self.io.give_back(job)
+                case m.Claim():
+                    claims.append(action)
+                    if action.kind == "catchup":
+                        for observer in self.catchup_observers:
+                            observer(action.job, 1)
+                case m.Resolve(job, instant):
+                    self.io.resolve(job, instant)
+                case m.Start():
+                    self._start(action, now)
+                case m.Terminate(job, instant, why):
+                    run = self._runs.get((job, instant))
+                    if run is not None and run.command is not None:
+                        self._terminate(run, why)
+                case m.WriteResult(job, instant):
+                    result = self._finals.pop((job, instant), None)
+                    final = None
+                    claimed = self.io.claimed(job, instant)
+                    if result is not None and claimed is not None:
+                        final = claimed.record.with_changes(
+                            state=result.status,
+                            started_at=_iso(result.started_at),
+                            finished_at=_iso(result.finished_at),
+                            exit_code=result.exit_code,
+                            error=result.error,
+                        )
+                    self.io.write_result(action, final)
+                case m.RecordSkip():
+                    self.io.record_skip(action, session)
+                case m.Skip(job, instant, reason, detail, count):
+                    key = fire_key(job, instant)
+                    self._skips.skip(job, reason.value, f"{key} {detail}".strip(), count=count)
+                case m.ReturnTrigger(job):
+                    self.io.return_trigger(job)
+                case m.Warn(job, event, text):
+                    log.warning("%s: %s", job, text, extra={"event": event, "job": job})
+        if claims:
+            self.io.claim(claims, session)
+
+    # -- commands -----------------------------------------------------------------------------
+
+    def _start(self, start: m.Start, now: float) -> None:
+        spec = self._table.get(start.job)
+        if spec is None:  # gone from the table since: the core records it as an error
+            self._post_event(start.job, m.StartFailed(start.instant, "the job is gone"))
+            return
+        key = fire_key(start.job, start.instant)
+        run = _Run(start, spec, start.instant.timestamp() + jitter_of(key, spec.jitter), now)
+        if not command_allowed(self._settings.allowed_commands, spec.command[0]):
+            why = f"{spec.command[0]!r} is not in this member's allowed_commands"
+            self._post_event(start.job, m.StartFailed(start.instant, why))
+            return
+        if len(self._runs) >= self._settings.concurrency:
+            self._waiting_starts.append(run)
+            return
+        self._spawn(run)
+
+    def _spawn(self, run: _Run) -> None:
+        start, spec = run.start, run.spec
+        key = (start.job, start.instant)
+        if self._terminating:
+            self._post_event(
+                start.job, m.StartFailed(start.instant, "not started: the daemon is stopping")
+            )
+            return
+        fire = fire_key(start.job, start.instant)
+        env = dict(spec.env)
+        env.update(
+            ZKSCHED_JOB=spec.name,
+            ZKSCHED_SCHEDULED=fire.split("@", 1)[1],
+            ZKSCHED_FIRE_KEY=fire,
+            ZKSCHED_MEMBER_ID=self._settings.member_id,
+            ZKSCHED_CLIENT_ID=self._settings.client_id,
+            ZKSCHED_FENCING_TOKEN=str(start.token),
+        )
+        request = RunRequest(
+            job=spec.name, fire_key=fire, argv=tuple(spec.command), env=env,
+            cwd=spec.workdir, timeout=spec.timeout,
+        )
+        self._runs[key] = run
+
+        def done(result: RunResult) -> None:
+            self._post(lambda now: self._exited(run, result, now))
+
+        # queued before the command can end: the core sees its start before its exit
+        self._post_event(start.job, m.Started(start.instant))
+        run.command = self._runner.start(request, done)
+
+    def _exited(self, run: _Run, result: RunResult, now: float) -> list[m.Action]:
+        key = (run.start.job, run.start.instant)
+        self._runs.pop(key, None)
+        self._finals[key] = result
+        self._report(run, result)
+        out = self.core.handle(run.start.job, m.Exited(run.start.instant, result.status), now)
+        while self._waiting_starts and len(self._runs) < self._settings.concurrency:
+            self._spawn(self._waiting_starts.pop(0))
+        return out
+
+    def _terminate(self, run: _Run, why: str) -> None:
+        log.warning(
+            "%s: %s; terminating the command",
+            fire_key(run.start.job, run.start.instant),
+            why,
+            extra={"event": "terminate", "fire_key": fire_key(run.start.job, run.start.instant)},
+        )
+        assert run.command is not None
+        run.command.terminate(why)
+
+    def _report(self, run: _Run, result: RunResult) -> None:
+        start = run.start
+        self.stats.fired += 1
+        self.stats.results[result.status] = self.stats.results.get(result.status, 0) + 1
+        key = fire_key(start.job, start.instant)
+        event = {
+            "event": "fire",
+            "job": start.job,
+            "fire_key": key,
+            "kind": start.kind,
+            "status": result.status,
+            "exit_code": result.exit_code,
+            "fencing_token": start.token,
+            "scheduled_ts": run.t_due,
+            "claimed_ts": run.t_claimed,
+            "started_ts": result.started_at,
+            "finished_ts": result.finished_at,
+            "delay_ms": round((result.started_at - run.t_due) * 1000, 2),
+        }
+        log.info(
+            "%s %s (exit %s, started %.0f ms after due)",
+            key,
+            result.status,
+            result.exit_code,
+            (result.started_at - run.t_due) * 1000,
+            extra=event,
+        )
+        for observer in self.observers:
+            observer(event)
+
+    def _note_refused(self, view: ClusterView) -> None:
+        """Report once per job and command a job ours by labels that our command allow-list
+        refuses (the owner table gave it to the next eligible member)."""
+        if self._settings.allowed_commands is None:
+            return
+        for name, spec in self._table.items():
+            program = spec.command[0]
+            if (name, program) in self._refused:
+                continue
+            if not view.owns(name, spec.labels, program) and view.owns(name, spec.labels):
+                self._refused.add((name, program))
+                self._skips.skip(
+                    name,
+                    "command-not-allowed",
+                    f"{program!r} is not in this member's allowed_commands; another member runs it",
+                )
+
+
+def _iso(epoch: float) -> str:
+    return (
+        time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(epoch)) + f".{int(epoch * 1000) % 1000:03d}Z"
+    )

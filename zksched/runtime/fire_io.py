@@ -1,0 +1,438 @@
+"""The fire core's ZooKeeper work: claims, leases, history, skip records and results.
+
+Each method carries out one action of the core (zksched/core/fire) on a pool thread, with
+bounded calls, and posts its answer back as an event; none decides anything. What the
+answers mean:
+- a claim: CREATED (ours, with its fencing token; a create whose reply was lost and that
+  carries our nonce counts), TAKEN (another record, or a late claim behind a newer record
+  or the pruning horizon), UNKNOWN (the reply was lost: resolved later);
+- a lease: TAKEN, BUSY (another contender after the wait the core allowed), UNKNOWN.
+
+Speed lives here, not in the core: claims the core asks for together go in transactions
+of up to `CLAIM_BATCH` (one round trip), results are written in batches (`ResultWriter`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import uuid
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
+
+from kazoo.client import KazooClient
+
+from zksched.core.fire import model as m
+from zksched.core.firekey import format_utc, parse_utc
+from zksched.core.fires import FireRecord
+from zksched.core.jobspec import JobSpec
+from zksched.runtime.clock import Clock
+from zksched.runtime.pruning import HistoryPruner
+from zksched.runtime.results import ResultWriter
+from zksched.zk.claims import AlreadyClaimed, Claimed, FireClaims
+from zksched.zk.locks import HeldLocks, JobLock, LockAttempt, clear_orphans, member_tag
+from zksched.zk.paths import ClusterPaths
+from zksched.zk.triggers import Triggers
+
+log = logging.getLogger("zksched.fire")
+
+CLAIM_BATCH = 200  # claims in one transaction at most (~100 KB, far below 1 MB)
+IO_THREADS = 8  # claims, reads, skip records
+LOCK_THREADS = 16  # lease takes wait for other holders: their own threads
+SKIP_RECORD_TRIES = 5
+
+Post = Callable[[str, m.JobEvent], None]
+FireId = tuple[str, datetime]
+
+
+@dataclass(frozen=True)
+class FireIOSettings:
+    client_id: str
+    member_id: str
+    call_timeout: float = 3.0
+
+
+class FireIO:
+    def __init__(
+        self,
+        client: KazooClient,
+        paths: ClusterPaths,
+        settings: FireIOSettings,
+        clock: Clock,
+        post: Post,
+        spec_of: Callable[[str], JobSpec | None] = lambda _job: None,
+    ) -> None:
+        self._client = client
+        self._paths = paths
+        self._settings = settings
+        self._clock = clock
+        self._post = post
+        self.claims = FireClaims(client, paths, settings.call_timeout)
+        self._spec_of = spec_of
+        self._triggers = Triggers(client, paths, settings.call_timeout)
+        self.pruner = HistoryPruner(self.claims, clock)
+        self._io = ThreadPoolExecutor(IO_THREADS, thread_name_prefix="zksched-io")
+        self._lockers = ThreadPoolExecutor(LOCK_THREADS, thread_name_prefix="zksched-lock")
+        self._mutex = threading.Lock()
+        self._records: dict[FireId, FireRecord] = {}  # our claim attempts in flight
+        self._claimed: dict[FireId, Claimed] = {}  # our claims, until their result is written
+        self._locks: dict[str, JobLock] = {}
+        self._leftovers: list[str] = []  # lock nodes to delete once connected
+        self._orphans: set[str] = set()  # jobs whose failed take may have left a contender
+        self._unwritten: list[tuple[Claimed, FireRecord, str, datetime]] = []
+        self.registry = HeldLocks()
+        self._results = ResultWriter(
+            self.claims, self._write_one, self._keep_unwritten, lambda _locks: None
+        )
+
+    # -- claims -----------------------------------------------------------------------------
+
+    def claim(self, claims: list[m.Claim], session: int) -> None:
+        """The claims the core asked for in one step: plain ones in transactions, late
+        ones one by one (each reads its fire folder first)."""
+        plain = [c for c in claims if not c.late]
+        late = [c for c in claims if c.late]
+        for start in range(0, len(plain), CLAIM_BATCH):
+            self._submit(self._claim_batch, plain[start : start + CLAIM_BATCH], session)
+        for claim in late:
+            self._submit(self._claim_one, claim, session)
+
+    def _record(self, job: str, instant: datetime, session: int, kind: m.FireKind) -> FireRecord:
+        record = FireRecord(
+            job=job,
+            scheduled=format_utc(instant),
+            member_id=self._settings.member_id,
+            session=session,
+            nonce=uuid.uuid4().hex[:16],
+            state="running",
+            claimed_at=self._clock.iso(),
+            kind=kind,
+        )
+        with self._mutex:
+            self._records[(job, instant)] = record
+        return record
+
+    def _claim_batch(self, claims: list[m.Claim], session: int) -> None:
+        if len(claims) == 1:
+            self._claim_one(claims[0], session)
+            return
+        records = [self._record(c.job, c.instant, session, c.kind) for c in claims]
+        try:
+            (outcome,) = self.claims.claim_batches([records])
+        except Exception as exc:  # nothing sent: each is tried on its own
+            log.debug("batch of %d claims not sent (%s)", len(claims), type(exc).__name__)
+            outcome = None
+        if isinstance(outcome, list):
+            for claim, claimed in zip(claims, outcome, strict=True):
+                self._answer_created(claim.job, claim.instant, claimed)
+            return
+        for claim in claims:  # not applied (one was taken) or unknown: each on its own
+            self._claim_one(claim, session, known=isinstance(outcome, Exception))
+
+    def _claim_one(self, claim: m.Claim, session: int, known: bool = False) -> None:
+        job, instant = claim.job, claim.instant
+        record = self._records.get((job, instant)) if known else None
+        if record is None:
+            record = self._record(job, instant, session, claim.kind)
+        try:
+            if known:  # a batch whose outcome is unknown: did this one land?
+                found = self.claims.resolve(record)
+                if found is None:
+                    found = self._create(record, claim.late)
+            else:
+                found = self._create(record, claim.late)
+        except Exception as exc:
+            log.warning("claim of %s@%s failed (%s)", job, record.scheduled, type(exc).__name__)
+            self._post(job, m.ClaimAnswered(instant, m.ClaimOutcome.UNKNOWN))
+            return
+        self._answer(job, instant, found)
+
+    def _create(self, record: FireRecord, late: bool) -> Claimed | AlreadyClaimed:
+        if late:
+            return self.claims.claim_late(record)
+        return self.claims.claim(record)
+
+    def resolve(self, job: str, instant: datetime) -> None:
+        self._submit(self._resolve, job, instant)
+
+    def _resolve(self, job: str, instant: datetime) -> None:
+        record = self._records.get((job, instant))
+        if record is None:  # nothing was ever sent for it
+            self._post(job, m.ClaimAnswered(instant, m.ClaimOutcome.ABSENT))
+            return
+        try:
+            found = self.claims.resolve(record)
+        except Exception:
+            self._post(job, m.ClaimAnswered(instant, m.ClaimOutcome.UNKNOWN))
+            return
+        if found is None:
+            self._post(job, m.ClaimAnswered(instant, m.ClaimOutcome.ABSENT))
+        else:
+            self._answer(job, instant, found)
+
+    def _answer(self, job: str, instant: datetime, found: Claimed | AlreadyClaimed) -> None:
+        if isinstance(found, Claimed):
+            self._answer_created(job, instant, found)
+            return
+        with self._mutex:
+            self._records.pop((job, instant), None)
+        if found.pruned:
+            holder = "a record behind the job's pruning horizon"
+        elif found.passed:
+            holder = "a newer record (instants are claimed in order)"
+        else:
+            holder = found.record.member_id if found.record else "an unreadable record"
+        self._post(
+            job,
+            m.ClaimAnswered(instant, m.ClaimOutcome.TAKEN, holder=holder, passed=found.passed),
+        )
+
+    def _answer_created(self, job: str, instant: datetime, claimed: Claimed) -> None:
+        with self._mutex:
+            self._claimed[(job, instant)] = claimed
+        self.pruner.note(job, claimed.record.scheduled)
+        self._post(job, m.ClaimAnswered(instant, m.ClaimOutcome.CREATED, claimed.fencing_token))
+
+    def claimed(self, job: str, instant: datetime) -> Claimed | None:
+        with self._mutex:
+            return self._claimed.get((job, instant))
+
+    # -- results and skip records -------------------------------------------------------------
+
+    def write_result(self, action: m.WriteResult, record: FireRecord | None = None) -> None:
+        """Complete our record: `record` is the final one (a run's), else a skip's is made."""
+        key = (action.job, action.instant)
+        with self._mutex:
+            claimed = self._claimed.pop(key, None)
+            self._records.pop(key, None)
+        if claimed is None:  # nothing of ours to complete
+            self._post(action.job, m.ResultWritten(action.instant))
+            return
+        final = record or claimed.record.with_changes(
+            state="skipped",
+            skip_reason=action.reason.value if action.reason else None,
+            error=action.error,
+        )
+
+        def written() -> None:
+            self._post(action.job, m.ResultWritten(action.instant))
+            spec = self._spec_of(action.job)
+            if spec is not None:
+                self._submit(self.pruner.prune, spec)
+
+        self._results.submit(claimed, final, written)
+
+    def _write_one(self, claimed: Claimed, record: FireRecord) -> None:
+        try:
+            self.claims.complete(claimed, record)
+        except Exception as exc:
+            log.warning("could not record the result of %s (%s); will retry",
+                        record.fire_key, type(exc).__name__)
+            self._keep_unwritten(claimed, record)
+
+    def _keep_unwritten(self, claimed: Claimed, record: FireRecord) -> None:
+        with self._mutex:
+            self._unwritten.append((claimed, record, record.job, parse_utc(record.scheduled)))
+
+    def flush_unwritten(self) -> None:
+        """Write again the results that could not be written (called while connected)."""
+        with self._mutex:
+            pending, self._unwritten = self._unwritten, []
+        for claimed, record, _, _ in pending:
+            self._write_one(claimed, record)
+
+    def record_skip(self, action: m.RecordSkip, session: int) -> None:
+        extra = {}
+        if action.covers_from is not None:
+            extra = {"covers_from": format_utc(action.covers_from), "count": action.count}
+        record = FireRecord(
+            job=action.job,
+            scheduled=format_utc(action.instant),
+            member_id=self._settings.member_id,
+            session=session,
+            nonce=uuid.uuid4().hex[:16],
+            state="skipped",
+            claimed_at=self._clock.iso(),
+            kind=action.kind,
+            skip_reason=action.reason.value,
+            extra=extra,
+        )
+        self._submit(self._record_skip, record, SKIP_RECORD_TRIES)
+
+    def _record_skip(self, record: FireRecord, tries: int) -> None:
+        try:
+            if isinstance(self.claims.claim(record), Claimed):  # else: it has its record: fine
+                self.pruner.note(record.job, record.scheduled)
+        except Exception as exc:
+            if tries > 1 and self._client.connected:
+                self._submit(self._record_skip, record, tries - 1)
+            else:
+                log.warning("could not record the skip of %s (%s)", record.fire_key, exc)
+
+    def return_trigger(self, job: str) -> None:
+        """Leave a trigger again for the job's new owner (it moved before the run)."""
+        self._submit(self._return_trigger, job)
+
+    def _return_trigger(self, job: str) -> None:
+        try:
+            self._triggers.request(job, self._settings.member_id)
+        except Exception as exc:
+            log.error("a trigger of %s taken here is lost: could not hand it back (%s)",
+                      job, type(exc).__name__)
+
+    # -- history ------------------------------------------------------------------------------
+
+    def read_history(self, job: str) -> None:
+        self._submit(self._read_history, job)
+
+    def _read_history(self, job: str) -> None:
+        try:
+            names = self.claims.instants(job)
+            horizon = self.claims.pruned_through(job)
+        except Exception as exc:
+            log.warning("cannot read the history of %s yet (%s)", job, type(exc).__name__)
+            self._post(job, m.HistoryRead(ok=False))
+            return
+        self.pruner.remember(job, names)
+        instants = []
+        for name in names:
+            try:
+                instants.append(parse_utc(name))
+            except ValueError:
+                log.warning("fire record %s of %s is not named by an instant", name, job)
+        try:
+            pruned = None if horizon is None else parse_utc(horizon)
+        except ValueError:  # unreadable: anything may have been pruned
+            pruned = max(instants, default=None)
+        self._post(job, m.HistoryRead(tuple(sorted(instants)), pruned))
+
+    def read_ranges(self, job: str, instants: Iterable[datetime]) -> None:
+        self._submit(self._read_ranges, job, tuple(instants))
+
+    def _read_ranges(self, job: str, instants: tuple[datetime, ...]) -> None:
+        try:
+            records = self.claims.read_many(job, [format_utc(i) for i in instants])
+        except Exception:
+            self._post(job, m.RangesRead(ok=False))
+            return
+        ranges = []
+        for record in records.values():
+            if record is None or record.state != "skipped":
+                continue
+            try:
+                first = parse_utc(str(record.extra.get("covers_from", record.scheduled)))
+                ranges.append((first, parse_utc(record.scheduled)))
+            except (ValueError, TypeError):
+                continue
+        self._post(job, m.RangesRead(tuple(ranges)))
+
+    # -- leases -----------------------------------------------------------------------------
+
+    def take_lease(self, job: str, wait: float, session: int) -> None:
+        self._lockers.submit(self._guard, self._take_lease, job, wait, session)
+
+    def _take_lease(self, job: str, wait: float, session: int) -> None:
+        lock = JobLock(
+            self._client, self._paths, job, self._settings.member_id, session,
+            self._settings.call_timeout, self.registry,
+        )
+        try:
+            attempt = lock.try_acquire(wait)
+        except Exception as exc:
+            log.warning("lock attempt for %s failed: %s", job, type(exc).__name__)
+            attempt = LockAttempt.UNKNOWN
+        if attempt is LockAttempt.ACQUIRED:
+            with self._mutex:
+                self._locks[job] = lock
+            lock.on_lost(lambda: self._post(job, m.LeaseGone()))
+            self._post(job, m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+            return
+        if lock.may_leave_orphan or attempt is LockAttempt.UNKNOWN:
+            with self._mutex:
+                self._orphans.add(job)
+        if attempt is LockAttempt.HELD:
+            self._post(job, m.LeaseAnswered(m.LeaseOutcome.BUSY, lock.holder()))
+        else:
+            self._post(job, m.LeaseAnswered(m.LeaseOutcome.UNKNOWN))
+
+    def give_back(self, job: str) -> None:
+        with self._mutex:
+            lock = self._locks.pop(job, None)
+        if lock is not None:
+            lock.on_lost(None)
+            self._lockers.submit(self._guard, self._release, lock)
+
+    def _release(self, lock: JobLock) -> None:
+        node = lock.release_ops()
+        lock.released()
+        if node is not None:
+            self._delete_nodes([node])
+
+    def session_lost(self) -> None:
+        """Never reuse a lost session's locks (kazoo #282); their nodes are gone with it,
+        or, if it lived on, deleted once ZooKeeper answers."""
+        with self._mutex:
+            locks, self._locks = self._locks, {}
+        for lock in locks.values():
+            lock.on_lost(None)
+            node = lock.release_ops()
+            lock.released()
+            if node is not None:
+                with self._mutex:
+                    self._leftovers.append(node)
+
+    def tidy(self) -> None:
+        """Delete leftover lock nodes and orphaned contenders (called while connected)."""
+        with self._mutex:
+            nodes, self._leftovers = self._leftovers, []
+            jobs = sorted(j for j in self._orphans if j not in self._locks)
+        if nodes:
+            self._delete_nodes(nodes)
+        tag = member_tag(self._settings.member_id)
+        for job in jobs:
+            path = self._paths.job_lock(job)
+            if clear_orphans(self._client, path, tag, self.registry, self._settings.call_timeout):
+                with self._mutex:
+                    self._orphans.discard(job)
+
+    def has_chores(self) -> bool:
+        with self._mutex:
+            return bool(self._leftovers or self._orphans or self._unwritten)
+
+    def _delete_nodes(self, nodes: list[str]) -> None:
+        from zksched.zk.connection import wait
+
+        pending = [(n, self._client.delete_async(n)) for n in nodes]
+        for node, result in pending:
+            try:
+                wait(result, self._settings.call_timeout)
+            except Exception as exc:
+                if type(exc).__name__ != "NoNodeError":
+                    with self._mutex:
+                        self._leftovers.append(node)
+
+    # -- life ---------------------------------------------------------------------------------
+
+    def idle(self) -> bool:
+        return self._results.idle
+
+    def drain(self, timeout: float) -> bool:
+        return self._results.drain(timeout)
+
+    def close(self) -> None:
+        self._io.shutdown(wait=False, cancel_futures=True)
+        self._lockers.shutdown(wait=False, cancel_futures=True)
+
+    def _submit(self, fn: Callable[..., None], *args: object) -> None:
+        with contextlib.suppress(RuntimeError):  # shut down: we are stopping
+            self._io.submit(self._guard, fn, *args)
+
+    @staticmethod
+    def _guard(fn: Callable[..., None], *args: object) -> None:
+        try:
+            fn(*args)
+        except Exception:
+            log.exception("fire I/O failed unexpectedly")

@@ -1,0 +1,80 @@
+"""History pruning: each job keeps `history` fire records, and every record of the last
+minute.
+
+No record younger than PRUNE_MIN_AGE (plus the job's jitter) on the pruner's clock is ever
+deleted: with `history = 1` a record could otherwise go the moment a newer one exists, and a
+member whose clock is a few seconds behind would claim that instant afresh, on time by its
+clock, and run it again. Pruning raises the job's horizon before it deletes anything
+(`FireClaims.prune`), so no catch-up takes a pruned instant for one that never ran. Pruning
+goes in batches (PRUNE_SLACK records at a time): one transaction per few fires.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import UTC, datetime
+
+from kazoo.exceptions import KazooException
+from kazoo.handlers.threading import KazooTimeoutError
+
+from zksched.core.firekey import format_utc
+from zksched.core.jobspec import JobSpec
+from zksched.runtime.clock import Clock
+from zksched.zk.claims import FireClaims
+
+log = logging.getLogger(__name__)
+
+PRUNE_MIN_AGE = 60.0
+PRUNE_SLACK = 5
+
+
+class HistoryPruner:
+    def __init__(self, claims: FireClaims, clock: Clock) -> None:
+        self._claims = claims
+        self._clock = clock
+        self._mutex = threading.Lock()
+        self._known: dict[str, list[str]] = {}  # job -> record instants known, oldest first
+
+    def remember(self, job: str, instants: list[str]) -> None:
+        with self._mutex:
+            self._known[job] = sorted(instants)
+
+    def note(self, job: str, instant: str) -> None:
+        with self._mutex:
+            known = self._known.get(job)
+            if known is None or instant in known:
+                return
+            known.append(instant)
+            if len(known) > 1 and known[-2] > instant:
+                known.sort()
+
+    def forget(self, job: str) -> None:
+        with self._mutex:
+            self._known.pop(job, None)
+
+    def prune(self, spec: JobSpec) -> None:
+        """Keep `history` records and the young ones (called after a result is written)."""
+        with self._mutex:
+            known = list(self._known[spec.name]) if spec.name in self._known else None
+        try:
+            if known is None:
+                known = self._claims.instants(spec.name)
+                self.remember(spec.name, known)
+            keep = max(1, spec.history)
+            if len(known) <= keep + PRUNE_SLACK:
+                return
+            # an instant is fired up to its jitter after it: its neighbours' records stay
+            age = PRUNE_MIN_AGE + spec.jitter
+            young = format_utc(datetime.fromtimestamp(self._clock.now() - age, UTC))
+            victims = [i for i in known[: len(known) - keep] if i < young]
+            if len(victims) <= PRUNE_SLACK:
+                return
+            if not self._claims.prune(spec.name, victims):
+                return  # another member pruned meanwhile: they stay known, for next time
+            gone = set(victims)
+            with self._mutex:
+                current = self._known.get(spec.name, [])
+                self._known[spec.name] = [i for i in current if i not in gone]
+        except (KazooException, KazooTimeoutError) as exc:
+            log.debug("history pruning of %s postponed: %s", spec.name, exc)
