@@ -117,7 +117,10 @@ def _echo_details(job: JobAudit) -> None:
     if job.gaps:
         click.echo(f"{job.name}: gap (no record covers it): {_listed(job.gaps)}")
     if job.abandoned:
-        click.echo(f"{job.name}: abandoned (claimed, member gone): {_listed(job.abandoned)}")
+        click.echo(
+            f"{job.name}: abandoned (claimed, its member died before recording a result): "
+            f"{_listed(job.abandoned)}"
+        )
     for problem in job.problems[:SHOWN]:
         click.echo(f"{job.name}: {problem}")
     if len(job.problems) > SHOWN:

@@ -8,7 +8,10 @@ states:
     skipped     due but deliberately not run; `skip_reason` says why
 
 A record left `running` by a member whose ZooKeeper session is gone is shown as
-`abandoned`: it is derived when reading, never written, and never run again.
+`abandoned`: its member died after the claim and before it could record a result. Whether
+the command had started is not known (if it had, the member's reaper stopped it with the
+member, runtime/reaper.py). It is derived when reading, never written, and never run again
+(at most once: running it again could run twice a command that had started).
 """
 
 from __future__ import annotations

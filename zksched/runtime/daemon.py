@@ -23,6 +23,7 @@ from zksched.runtime.engine import FireEngine, FireSettings
 from zksched.runtime.gcsteward import GcSteward
 from zksched.runtime.http import DaemonStatus, HttpEndpoint
 from zksched.runtime.jobs import JobsSnapshot, JobTableWatcher
+from zksched.runtime.reaper import Reaper
 from zksched.runtime.runner import CommandRunner
 from zksched.runtime.skips import SkipLog
 from zksched.zk.connection import ZkSettings, close_quietly, make_client
@@ -85,11 +86,15 @@ class Daemon:
         )
         call_timeout = max(1.0, config.zk.session_timeout / 3)
         self.skips = SkipLog()
+        runner = CommandRunner()
+        # a dead daemon's commands stop well before its session can expire (reaper.py)
+        self.reaper = Reaper(grace=max(0.2, config.zk.session_timeout / 4))
+        runner.reaper = self.reaper
         self.engine = FireEngine(
             self.client,
             self.paths,
             self.cluster,
-            CommandRunner(),
+            runner,
             self.skips,
             FireSettings(
                 client_id=config.client_id,
@@ -160,6 +165,7 @@ class Daemon:
         )
         if self.gc_steward is not None:
             self.gc_steward.start()
+        self.reaper.start()
         self.engine.start()
         self.cluster.start()
         self.jobs.start()
@@ -186,6 +192,7 @@ class Daemon:
         self.clock_probe.stop()
         self.cluster.stop()
         self.engine.stop(wait_for_running=self.config.stop_grace)
+        self.reaper.close()
         close_quietly(self.client)
         if self.http is not None:
             self.http.stop()

@@ -212,7 +212,7 @@ class FireIO:
             self._post(action.job, m.ResultWritten(action.instant))
             return
         final = record or claimed.record.with_changes(
-            state="skipped",
+            state=action.status,  # "skipped" (with its reason), or "error" (never started)
             skip_reason=action.reason.value if action.reason else None,
             error=action.error,
         )
@@ -354,9 +354,23 @@ class FireIO:
             with self._mutex:
                 self._orphans.add(job)
         if attempt is LockAttempt.HELD:
-            self._post(job, m.LeaseAnswered(m.LeaseOutcome.BUSY, lock.holder()))
+            running = self._holder_runs(job)
+            self._post(job, m.LeaseAnswered(m.LeaseOutcome.BUSY, lock.holder(), running))
         else:
             self._post(job, m.LeaseAnswered(m.LeaseOutcome.UNKNOWN))
+
+    def _holder_runs(self, job: str) -> bool:
+        """Whether the job's newest fire record says a run is going (claimed, not ended).
+        Unknown (a read failed): not, so the instants are left to a catch-up rather than
+        skipped for good."""
+        try:
+            newest = self.claims.newest([job])
+        except Exception:
+            return False
+        if job not in newest:
+            return False
+        record = newest[job]
+        return record is None or record.state == "running"
 
     def give_back(self, job: str) -> None:
         with self._mutex:

@@ -75,6 +75,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from zksched.runtime.reaper import Reaper
+
 __all__ = [
     "DEFAULT_PATH",
     "MAX_LINE_BYTES",
@@ -193,6 +195,8 @@ class CommandRunner:
         self._devnull: int | None = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
         # a session per command only where there is a terminal to keep commands away from
         self.new_sessions = has_controlling_terminal()
+        # told of every command's process group, to stop them if the daemon dies (reaper.py)
+        self.reaper: Reaper | None = None
 
     def close(self) -> None:
         """Give back what the runner holds for its starts (a start after this still works,
@@ -235,6 +239,8 @@ class CommandRunner:
         except (OSError, ValueError, TypeError, subprocess.SubprocessError) as exc:
             error = _describe_start_error(exc, request.argv[0], cwd)
             return RunningCommand._failed(request, started_at, error, on_done, on_exit)
+        if self.reaper is not None:
+            self.reaper.watch(popen.pid)  # its group: the command leads it
         return RunningCommand._spawned(self, request, popen, started_at, on_done, on_exit)
 
     def _spawn(
@@ -782,6 +788,8 @@ class _Monitor:
             result = self._result()
         self.run_._close_wake()
         self.close_fds()
+        if self.runner.reaper is not None:
+            self.runner.reaper.forget(self.popen.pid)
         self.run_._finish(result)
 
     def close_fds(self) -> None:

@@ -215,8 +215,8 @@ def _coverage(
             verdict.skipped[fields[0] if fields[0] != "skipped" else f"skip:{fields[5]}"] += 1
             instant = parse_utc(name)
             if fields[0] == "running" and (job, instant) not in started:
-                claim = ledger.claims.get((job, instant))
-                if claim is None or claim[1] < limits.end - 5.0:  # else: just claimed
+                sent = ledger.claim_sent.get((job, instant), 0.0)
+                if sent < limits.end - 10.0:  # else: just claimed, maybe still settling
                     _never_started(verdict, ledger, job, instant, fields[1])
         ranges = [
             (parse_utc(f[6]), instant) for instant, f in records.items()

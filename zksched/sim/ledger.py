@@ -40,6 +40,7 @@ class Ledger:
     deaths: dict[str, list[float]] = field(default_factory=dict)  # member -> crash/stop times
     actions: Counter[str] = field(default_factory=Counter)
     claims: dict[tuple[str, datetime], tuple[str, float]] = field(default_factory=dict)
+    claim_sent: dict[tuple[str, datetime], float] = field(default_factory=dict)  # the last
 
     def claimed(self, job: str, instant: datetime, member: str, at: float) -> None:
         """Our claim's reply came back CREATED (the at-most-once window opens)."""
@@ -74,6 +75,10 @@ class Ledger:
             TriggerTake(node, job, member.name, member.incarnation, member.session or 0,
                         member.world.t)
         )
+
+    def trigger_returned(self, node: str) -> None:
+        """Its taker handed it back (the job moved): the new node's take counts instead."""
+        self.takes = [t for t in self.takes if t.node != node]
 
     def died(self, member: str, at: float) -> None:
         self.deaths.setdefault(member, []).append(at)

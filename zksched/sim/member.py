@@ -300,7 +300,9 @@ class SimMember:
         return self.owners.owner(job, spec.labels) == self.name
 
     def watch_fired(self, event: WatchEvent) -> None:
-        if not self.alive or self.session is None or not self.connected:
+        # also while the watchdog has us "not connected": the session is fine, and a watch
+        # is one-shot (kazoo calls it back whatever our own view of the connection is)
+        if not self.alive or self.session is None:
             return
         session = self.session
         if event.path == "/members":
@@ -319,25 +321,29 @@ class SimMember:
     def _reread(self, path: str) -> None:
         """A watch's re-read failed: its watch may not be set either, so read again (kazoo's
         watch recipes retry the same way)."""
-        if self.alive and self.connected:
-            self.watch_fired(WatchEvent(self.session or 0, "changed", path))
+        if self.alive and self.session is not None:
+            self.watch_fired(WatchEvent(self.session, "changed", path))
 
     def _members_read(self, result: Any) -> None:
         if isinstance(result, ZkError):
-            self.world.after(RETRY, self._reread, "/members")
-        elif self.connected:
-            self._set_members(result)
+            if not expired(result):
+                self.world.after(RETRY, self._reread, "/members")
+            return
+        self._set_members(result)
+        if self.connected:
             self._act(self.core.view_changed(self.session, self._owns, self.now()))
 
     def _table_read(self, result: Any) -> None:
         if isinstance(result, ZkError):
-            self.world.after(RETRY, self._reread, "/jobs")
-        elif self.connected:
-            self._set_table(result)
+            if not expired(result):
+                self.world.after(RETRY, self._reread, "/jobs")
+            return
+        self._set_table(result)
 
     def _take_triggers(self, result: Any) -> None:
         if isinstance(result, ZkError):
-            self.world.after(RETRY, self._reread, "/triggers")
+            if not expired(result):
+                self.world.after(RETRY, self._reread, "/triggers")
             return
         if not self.connected:
             return
@@ -421,6 +427,7 @@ class SimMember:
                                 f" {detail}")
             case m.ReturnTrigger(job, trigger):
                 self.world.note(self.name, f"trigger {trigger} handed back")
+                self.ledger.trigger_returned(trigger)
                 self._call(
                     lambda zk: zk.create(self.session or 0, f"/triggers/{job}.", sequential=True),
                     lambda r: None,
@@ -512,9 +519,22 @@ class SimMember:
                 self.taking.discard(job)
                 self._delete_lock(path)
                 holder = order[0].rsplit("-", 1)[0] if order else None
-                self._event(job, m.LeaseAnswered(m.LeaseOutcome.BUSY, holder))
+                self._call(lambda zk: self._holder_runs(zk, job),
+                           lambda r: self._event(job, m.LeaseAnswered(
+                               m.LeaseOutcome.BUSY, holder, r is not False)))
 
         self._call(lambda zk: zk.get_children(session, folder), listed)
+
+    def _holder_runs(self, zk: ZkModel, job: str) -> bool:
+        """Whether the job's newest record says a run is going."""
+        session = self.session or 0
+        try:
+            names = zk.get_children(session, fires_of(job))
+        except NoNode:
+            return False
+        if not names:
+            return False
+        return decode(zk.get(session, f"{fires_of(job)}/{max(names)}")[0])[0] == "running"
 
     def _orphan_check(self, job: str) -> None:
         """A contender create whose reply was lost may have landed: ours go, once we can."""
@@ -550,6 +570,7 @@ class SimMember:
             self._clear_leftovers()
 
     def _claim(self, job: str, instant: datetime, kind: str, late: bool) -> None:
+        self.ledger.claim_sent[(job, instant)] = self.world.t
         self._nonce += 1
         nonce = f"{self.name}:{self._nonce}"
         self.nonces[(job, instant)] = nonce

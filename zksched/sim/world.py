@@ -189,9 +189,16 @@ class World:
                 self.after(delay, self._watch, client, incarnation, event)
 
     def _watch(self, client: Client, incarnation: int, event: WatchEvent) -> None:
-        # lost while the path is cut: the member re-reads everything when it reconnects
-        if client.incarnation == incarnation and self.reachable(client):
+        """Delivered once the path is whole again: TCP loses nothing while the connection
+        lives, and on a new connection the server fires the watches of whatever changed
+        since (kazoo re-registers them); a watch of an expired session is gone."""
+        if client.incarnation != incarnation or not self.zk.alive(event.session):
+            return
+        if self.reachable(client):
             client.watch_fired(event)
+            return
+        healed = max(self.net.outage_until, self.net.cut_until.get(client.name, -1.0))
+        self.at(healed + 1e-6, self._watch, client, incarnation, event)
 
 
 def expired(result: object) -> bool:

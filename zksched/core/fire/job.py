@@ -111,6 +111,8 @@ class JobFireMachine:
         self._triggers: deque[str] = deque()
         self._trigger_at = 0.0  # triggers wait until then (a retry, or the next second)
         self._last_trigger: datetime | None = None
+        self._holder: tuple[str, bool] = ("another member", True)  # the lease's last holder
+        self._gap: datetime | None = None  # the first instant left waiting for the lease
         self._plan_lower = self._plan_until = 0.0
         self._plan_retry = _NEVER
         self._pending_plan: _Plan | None = None
@@ -136,6 +138,9 @@ class JobFireMachine:
         if self.phase in (JobPhase.ACTIVE, JobPhase.PLANNING):
             self._deactivate(now, drop_lease=False)
         self.spec, self.updated_at = spec, updated_at
+        # planned from the change itself: its instants were due from then, however late
+        # this member learned of it
+        self.last_active = None
         self._next = None
         return self._finish(now)
 
@@ -262,7 +267,13 @@ class JobFireMachine:
         if self.phase in (JobPhase.ACTIVE, JobPhase.PLANNING):
             # the next catch-up here looks back to the oldest instant left without a record
             left = [f.instant for f in leasing] + [instant for instant, _ in self._queue]
-            self.last_active = min([now] + [instant.timestamp() for instant in left])
+            left += [self._gap] if self._gap is not None else []
+            self._gap = None
+            # a planning not done yet: the next one starts where this one would have
+            floor = now
+            if self.phase is JobPhase.PLANNING:
+                floor = min(now, self._plan_lower + 1 + self.spec.jitter)
+            self.last_active = min([floor] + [instant.timestamp() for instant in left])
         self.phase = JobPhase.INACTIVE
         self._queue.clear()
         self._waiting.clear()
@@ -344,7 +355,7 @@ class JobFireMachine:
             self._skip(instant, m.SkipReason.STILL_RUNNING, record=True)
             return
         for old in [f for f in self.fires.values() if f.stage is FireStage.LEASING]:
-            self._drop(old, m.SkipReason.STILL_RUNNING, "the job's lease did not come free")
+            self._lease_not_free(old, "the job's lease did not come free")
         fire = Fire(instant, kind, FireStage.LEASING, deadline)
         self.fires[instant] = fire
         if self.lease is LeaseStage.HELD:
@@ -432,13 +443,17 @@ class JobFireMachine:
         fire = next((f for f in self.fires.values() if f.stage is FireStage.LEASING), None)
         if event.outcome is m.LeaseOutcome.TAKEN:
             self._lease_to(LeaseStage.HELD)
-            if fire is not None:
+            if self._gap is not None and self.phase is JobPhase.ACTIVE:
+                self._catch_up_gap(now)
+            elif fire is not None:
                 fire.step(Step.LEASE_TAKEN)
                 self._claim(fire, now)
             elif not self._active:
                 self._give_back = True
             return
         self._lease_to(LeaseStage.FREE)
+        if event.outcome is m.LeaseOutcome.BUSY:
+            self._holder = (event.holder or "another member", event.running)
         if fire is None:
             return
         left = fire.deadline - now
@@ -448,10 +463,48 @@ class JobFireMachine:
                 0.0 if event.outcome is m.LeaseOutcome.BUSY else self.tunables.retry_interval
             )
         elif event.outcome is m.LeaseOutcome.BUSY:
-            holder = event.holder or "another member"
-            self._drop(fire, m.SkipReason.STILL_RUNNING, f"the job's lease is held by {holder}")
+            self._lease_not_free(fire, f"the job's lease is held by {self._holder[0]}")
+        else:  # the take failed on the connection: the instant waits for a catch-up
+            self._leave_for_catchup(fire, "the job's lease could not be taken")
+
+    def _lease_not_free(self, fire: Fire, detail: str) -> None:
+        """A fire's time for the lease is up. Held by a run: skipped `still-running`. Held
+        between runs (the previous owner has not let go, or died and its session lives on):
+        no run holds the job, so the instant is left to a catch-up, once the lease is ours."""
+        holder, running = self._holder
+        if running:
+            self._drop(fire, m.SkipReason.STILL_RUNNING, detail)
         else:
-            self._drop(fire, m.SkipReason.CLAIM_ERROR, "the lease could not be taken")
+            self._leave_for_catchup(fire, f"waiting for {holder} to let go of the job's lease")
+
+    def _leave_for_catchup(self, fire: Fire, why: str) -> None:
+        """No record for this instant now: it is planned again (by the catch-up policy) once
+        the job's lease is ours, or on the next takeover."""
+        fire.step(Step.DROPPED)
+        del self.fires[fire.instant]
+        if self._gap is None:
+            self._out.append(
+                m.Warn(self.spec.name, "lease-wait", f"{self._key(fire)}: {why}; caught up "
+                       "once the lease is ours")
+            )
+        self._gap = fire.instant if self._gap is None else min(self._gap, fire.instant)
+        if fire.trigger is not None:
+            self._triggers.appendleft(fire.trigger)
+
+    def _catch_up_gap(self, now: float) -> None:
+        """The lease is ours after instants were left waiting for it: plan a catch-up from
+        the first of them (the policy runs or records them, in order, then the rest)."""
+        assert self._gap is not None
+        for fire in [f for f in self.fires.values() if f.stage is FireStage.LEASING]:
+            fire.step(Step.DROPPED)
+            del self.fires[fire.instant]
+            if fire.trigger is not None:
+                self._triggers.appendleft(fire.trigger)
+        self.last_active = self._gap.timestamp() + self.spec.jitter
+        self._gap = None
+        self.phase = JobPhase.INACTIVE
+        self._queue.clear()
+        self._activate(now)
 
     def _lease_gone(self) -> None:
         self._lease_to(LeaseStage.FREE)
@@ -568,7 +621,11 @@ class JobFireMachine:
     def _ranges_read(self, event: m.RangesRead, now: float) -> None:
         if self.phase is not JobPhase.PLANNING or self._pending_plan is None:
             return
-        found = outside_ranges(self._pending_plan.behind, list(event.ranges)) if event.ok else []
+        if not event.ok:  # planned again, from the history
+            self._pending_plan = None
+            self._plan_retry = now + self.tunables.retry_interval
+            return
+        found = outside_ranges(self._pending_plan.behind, list(event.ranges))
         self._pending_plan = _Plan(self._pending_plan.plan, found, self._pending_plan.after)
         self._apply_plan(now)
 

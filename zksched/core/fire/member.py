@@ -49,8 +49,8 @@ class MemberFireCore:
                     out += machine.delete(now)
             elif entry != (machine.spec, machine.updated_at):
                 out += machine.set_spec(entry[0], entry[1], now)
-        for name in old.keys() - table.keys():
-            self._last_active.pop(name, None)
+        for name in [n for n in self._last_active if table.get(n) != old.get(n)]:
+            del self._last_active[name]  # deleted or changed: planned from its change
         out += self._align(now)
         return out
 

@@ -67,6 +67,9 @@ class RangesRead:
 class LeaseAnswered:
     outcome: LeaseOutcome
     holder: str | None = None  # who holds it, when busy (for the log)
+    # with BUSY: the job's newest record says a run is going (else the holder lingers
+    # between runs, or died and its session has not expired yet)
+    running: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,119 @@
+"""The reaper: a small child process that takes a dead daemon's commands with it.
+
+A command runs in a process group of its own, so a daemon killed by SIGKILL or the OOM
+killer would leave it running while its ZooKeeper session expires and another member
+starts the job again: two runs of an `overlap = "skip"` job. `PR_SET_PDEATHSIG` cannot
+help (it fires when the forking *thread* ends, and reaches the direct child only). So the
+daemon starts this process at once, in a session of its own (a kill of the daemon's group
+does not reach it), and tells it over a pipe which process groups are its commands':
+
+    +<pgid>     a command started
+    -<pgid>     it ended (reaped)
+
+When the pipe closes, however the daemon ended, the reaper sends SIGTERM and SIGCONT to
+every group still listed, SIGKILL to what is left after `grace` seconds, and exits. The
+daemon's session cannot expire before it times out, so with `grace` well under the
+session timeout no command of a dead member outlives its session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+log = logging.getLogger(__name__)
+
+
+class Reaper:
+    def __init__(self, grace: float) -> None:
+        self._mutex = threading.Lock()
+        self._process: subprocess.Popen[bytes] | None = None
+        self._grace = grace
+
+    def start(self) -> None:
+        try:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "zksched.runtime.reaper", f"{self._grace:.3f}"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                close_fds=True,
+            )
+        except OSError as exc:
+            log.error("cannot start the reaper (%s): a killed daemon's commands would outlive "
+                      "it", exc)
+
+    def watch(self, pgid: int) -> None:
+        self._send(f"+{pgid}\n")
+
+    def forget(self, pgid: int) -> None:
+        self._send(f"-{pgid}\n")
+
+    def close(self) -> None:
+        """A graceful stop: whatever is still listed is stopped, and the reaper exits."""
+        process, self._process = self._process, None
+        if process is None or process.stdin is None:
+            return
+        with contextlib.suppress(OSError):
+            process.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(self._grace + 2.0)
+
+    def _send(self, line: str) -> None:
+        with self._mutex:
+            process = self._process
+            if process is None or process.stdin is None:
+                return
+            try:
+                process.stdin.write(line.encode())
+                process.stdin.flush()
+            except OSError:  # it died: nothing more to tell it
+                self._process = None
+
+
+def _alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def _signal(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def main(grace: float) -> None:
+    """Read the daemon's pipe until it closes, then stop every group still listed."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a ^C at the terminal is the daemon's
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the daemon's pipe alone ends us
+    groups: set[int] = set()
+    for raw in sys.stdin.buffer:
+        line = raw.strip()
+        with contextlib.suppress(ValueError):
+            if line.startswith(b"+"):
+                groups.add(int(line[1:]))
+            elif line.startswith(b"-"):
+                groups.discard(int(line[1:]))
+    alive = [g for g in groups if _alive(g)]
+    for pgid in alive:
+        _signal(pgid, signal.SIGTERM)
+        _signal(pgid, signal.SIGCONT)
+    deadline = time.monotonic() + grace
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.02)
+        alive = [g for g in alive if _alive(g)]
+    for pgid in alive:
+        _signal(pgid, signal.SIGKILL)
+
+
+if __name__ == "__main__":
+    main(float(sys.argv[1]) if len(sys.argv) > 1 else 1.0)
