@@ -413,3 +413,42 @@ def test_a_trigger_taken_as_the_job_moves_is_handed_back() -> None:
     shell.give(m.Triggered("t-1"))
     out = shell.feed(shell.machine.set_owned(False, shell.now))
     assert m.ReturnTrigger("job", "t-1") in out
+
+
+def test_a_lease_held_between_runs_leaves_the_instants_to_a_catchup() -> None:
+    """A member that died holding the lease (its session not expired yet) runs nothing, so
+    the instants are not `still-running` skips: once the lease is ours they are planned by
+    the catch-up policy (`all` runs them, in order)."""
+    shell = Shell(spec(catchup="all"), updated_at=T0 - 0.5)
+    shell.join()
+    shell.give(m.LeaseAnswered(m.LeaseOutcome.BUSY, holder="dead", running=False))
+    shell.to(0.0)
+    shell.now = T0 + 1.0
+    shell.give(m.LeaseAnswered(m.LeaseOutcome.BUSY, holder="dead", running=False))
+    assert not shell.skips(m.SkipReason.STILL_RUNNING)
+    assert [a.event for a in shell.of(m.Warn)] == ["lease-wait"]  # type: ignore[attr-defined]
+    shell.to(1.0)
+    shell.now = T0 + 1.5
+    out = shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    assert m.ReadHistory("job") in out
+    shell.give(m.HistoryRead(()))
+    claimed = [(c.instant, c.kind) for c in shell.of(m.Claim)]  # type: ignore[attr-defined]
+    assert claimed == [(at(0), "catchup")]  # then at(1), after it: one run at a time
+
+
+def test_the_member_core_keeps_what_it_owned_while_disconnected() -> None:
+    from zksched.core.fire.member import MemberFireCore
+
+    core = MemberFireCore()
+    table = {"a": (spec(name="a", overlap="allow"), T0), "b": (spec(name="b"), T0)}
+    core.table_changed(table, T0 - 0.5)
+    core.view_changed(SESSION, lambda name, _spec: name == "a", T0 - 0.5)
+    assert core.owned() == ["a"]
+    out = core.view_changed(None, lambda _n, _s: False, T0 - 0.4)
+    assert core.owned() == ["a"]  # owned still, but nothing is claimed
+    assert not [a for a in out if isinstance(a, m.Claim)]
+    out = core.handle("a", m.Tick(), T0 + 0.01)
+    assert [a.reason for a in out if isinstance(a, m.Skip)] == [m.SkipReason.NOT_CONNECTED]
+    core.view_changed(SESSION, lambda name, _spec: name == "b", T0 + 0.5)
+    assert core.owned() == ["b"]
+    assert "a" not in core.jobs  # forgotten: nothing in flight

@@ -109,6 +109,7 @@ class FireEngine:
         self._waiting_starts: list[_Run] = []  # over --concurrency: started as slots free up
         self._table: Mapping[str, JobSpec] = {}
         self._owned: frozenset[str] = frozenset()
+        self._owned_dirty = False
         self._refused: set[tuple[str, str]] = set()
         self._view: ClusterView | None = None
         self._triggers_in_flight: set[str] = set()
@@ -143,6 +144,7 @@ class FireEngine:
             table[name] = (entry.spec, changed)
 
         def step(now: float) -> list[m.Action]:
+            self._owned_dirty = True
             self._table = {name: spec for name, (spec, _) in table.items()}
             if self._view is not None:
                 self._note_refused(self._view)
@@ -157,6 +159,7 @@ class FireEngine:
             return view.owns(name, spec.labels, spec.command[0])
 
         def step(now: float) -> list[m.Action]:
+            self._owned_dirty = True
             self._view = view if session is not None else None
             if self._view is not None:
                 self._note_refused(view)
@@ -166,7 +169,12 @@ class FireEngine:
 
     def _on_session_lost(self) -> None:
         self.io.session_lost()
-        self._post(self.core.session_lost)
+
+        def step(now: float) -> list[m.Action]:
+            self._owned_dirty = True
+            return self.core.session_lost(now)
+
+        self._post(step)
 
     def triggers(self, pending: list[Trigger]) -> None:
         """Take each pending trigger of a job this member owns (deleting its node: one member
@@ -212,7 +220,12 @@ class FireEngine:
     def stop_dispatching(self) -> None:
         """A graceful stop begins: own nothing from now on (idle leases go back now, busy
         ones as their runs end)."""
-        self._post(self.core.stop)
+
+        def step(now: float) -> list[m.Action]:
+            self._owned_dirty = True
+            return self.core.stop(now)
+
+        self._post(step)
 
     def stop(self, wait_for_running: float = 30.0) -> None:
         """Let what is in flight finish (up to `wait_for_running` seconds), then terminate
@@ -277,10 +290,20 @@ class FireEngine:
                     except Exception:
                         log.exception("the fire core failed on a timer of %s", job)
             self._dispatch(actions, now)
-            if steps:
+            if self._owned_dirty:
+                self._owned_dirty = False
                 owned = frozenset(self.core.owned())
                 if owned != self._owned:
+                    taken, dropped = len(owned - self._owned), len(self._owned - owned)
                     self._owned = owned
+                    log.info(
+                        "now owning %d jobs (%d taken over, %d dropped)",
+                        len(owned),
+                        taken,
+                        dropped,
+                        extra={"event": "owned", "owned": len(owned), "taken": taken,
+                               "dropped": dropped},
+                    )
                     self.triggers(self._pending_triggers)
             if now >= self._next_chores:
                 self._next_chores = now + CHORES_INTERVAL

@@ -15,6 +15,7 @@ import dataclasses
 import random
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from zksched.core.fire import model as m
@@ -166,11 +167,18 @@ class Scenario:
                 self.config.seed, verdict, time.perf_counter() - began, self.world.t - EPOCH,
                 len(self.hosts), self._jobs, self.world.requests, list(self.world.trace),
             )
+        pending: dict[str, datetime] = {}
+        for member in self.hosts:
+            if member.alive:
+                for name, machine in member.core.jobs.items():
+                    since = machine.pending_since()
+                    if since is not None and (name not in pending or since < pending[name]):
+                        pending[name] = since
         verdict = check(
             self.ledger,
             self.world.zk,
             self.world.expired_at,
-            Limits(SESSION_TIMEOUT, 2.0, self.end - QUIET, self.end),
+            Limits(SESSION_TIMEOUT, 2.0, self.end - QUIET, self.end, pending),
         )
         return SimResult(
             self.config.seed, verdict, time.perf_counter() - began, self.end - EPOCH,

@@ -111,7 +111,8 @@ class JobFireMachine:
         self._triggers: deque[str] = deque()
         self._trigger_at = 0.0  # triggers wait until then (a retry, or the next second)
         self._last_trigger: datetime | None = None
-        self._holder: tuple[str, bool] = ("another member", True)  # the lease's last holder
+        # who held the lease at the last answer, and whether a run of theirs was going
+        self._holder: tuple[str, bool] = ("another member", False)
         self._gap: datetime | None = None  # the first instant left waiting for the lease
         self._plan_lower = self._plan_until = 0.0
         self._plan_retry = _NEVER
@@ -214,6 +215,16 @@ class JobFireMachine:
             and (not self.owned or self.phase is JobPhase.DELETED)
         )
 
+    def pending_since(self) -> datetime | None:
+        """The oldest instant this machine has in hand without a final record yet (queued
+        for a catch-up, in flight, left for a catch-up, being planned); None: none."""
+        times = [i for i, _ in self._queue] + list(self.fires) + list(self._waiting)
+        if self._gap is not None:
+            times.append(self._gap)
+        if self.phase is JobPhase.PLANNING:
+            times.append(_utc(self._plan_lower))
+        return min(times, default=None)
+
     @property
     def holding(self) -> bool:
         return any(f.stage in HOLDS_JOB for f in self.fires.values())
@@ -255,6 +266,7 @@ class JobFireMachine:
         self._plan_until = now - spec.jitter
         self._set_next(_utc(self._plan_until))
         self._give_back = False
+        self._holder = ("another member", False)  # nothing known of the lease's holder yet
         if spec.paused or _latest(spec, self._plan_lower, self._plan_until) is None:
             self.phase = JobPhase.ACTIVE
         else:
@@ -346,9 +358,14 @@ class JobFireMachine:
         if spec.overlap == "allow":
             self._claim(Fire(instant, kind, FireStage.CLAIMING, deadline), now)
             return
-        if not queued and kind == "scheduled":
-            # The job's next instant is due: catch-up instants not started by now never
-            # will be (none is claimed after a later one), and are recorded as such.
+        if not queued and kind == "scheduled" and self._queue:
+            if spec.catchup == "all":
+                # behind the catch-up, in order; run only if its successor is not due yet
+                # when its turn comes (so a job slower than its period never falls behind)
+                self._queue.append((instant, kind))
+                return
+            # latest: the catch-up's instant not started by now never will be (none is
+            # claimed after a later one), and is recorded as such
             while self._queue:
                 self._skip(self._queue.popleft()[0], m.SkipReason.STILL_RUNNING, record=True)
         if self.holding:
