@@ -19,7 +19,8 @@ from zksched.core.owners import Member
 from zksched.runtime.clock import Clock
 from zksched.runtime.clockprobe import ClockProbe
 from zksched.runtime.cluster import ClusterMembership, ClusterView
-from zksched.runtime.engine import FireEngine, FireSettings
+from zksched.runtime.commands import FireSettings
+from zksched.runtime.engine import FireEngine
 from zksched.runtime.gcsteward import GcSteward
 from zksched.runtime.http import DaemonStatus, HttpEndpoint
 from zksched.runtime.jobs import JobsSnapshot, JobTableWatcher

@@ -21,22 +21,20 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
 
 from kazoo.client import KazooClient
 
 from zksched.core.fire import model as m
 from zksched.core.fire.member import MemberFireCore
-from zksched.core.firekey import fire_key, jitter_of, parse_utc
+from zksched.core.firekey import fire_key, parse_utc
 from zksched.core.jobspec import JobSpec
-from zksched.core.owners import command_allowed
 from zksched.runtime.clock import Clock
 from zksched.runtime.cluster import ClusterMembership, ClusterView
+from zksched.runtime.commands import FireCommands, FireSettings
 from zksched.runtime.fire_io import FireIO, FireIOSettings
 from zksched.runtime.jobs import JobsSnapshot, Trigger
-from zksched.runtime.runner import CommandRunner, RunningCommand, RunRequest, RunResult
+from zksched.runtime.runner import CommandRunner
 from zksched.runtime.skips import SkipLog
 from zksched.zk.paths import ClusterPaths
 
@@ -45,33 +43,6 @@ log = logging.getLogger("zksched.fire")
 CHORES_INTERVAL = 2.0  # unwritten results and leftover lock nodes are retried this often
 Step = Callable[[float], list[m.Action]]
 FireId = tuple[str, datetime]
-
-
-@dataclass(frozen=True)
-class FireSettings:
-    client_id: str
-    member_id: str
-    on_session_loss: Literal["terminate", "continue"] = "terminate"
-    call_timeout: float = 3.0
-    allowed_commands: tuple[str, ...] | None = None  # None: every command may run here
-    concurrency: int = 32  # commands running at once on this member
-
-
-@dataclass
-class FireStats:
-    """Counters for tests, benchmarks and metrics."""
-
-    fired: int = 0
-    results: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass
-class _Run:
-    start: m.Start
-    spec: JobSpec
-    t_due: float
-    t_claimed: float
-    command: RunningCommand | None = None
 
 
 class FireEngine:
@@ -104,9 +75,9 @@ class FireEngine:
         self._queue: queue.SimpleQueue[Step | None] = queue.SimpleQueue()
         self._heap: list[tuple[float, str]] = []
         self._timer_at: dict[str, float] = {}
-        self._runs: dict[FireId, _Run] = {}
-        self._finals: dict[FireId, RunResult] = {}
-        self._waiting_starts: list[_Run] = []  # over --concurrency: started as slots free up
+        self.commands = FireCommands(
+            runner, settings, lambda job: self._table.get(job), self._post, self.core.handle
+        )
         self._table: Mapping[str, JobSpec] = {}
         self._owned: frozenset[str] = frozenset()
         self._owned_dirty = False
@@ -116,11 +87,10 @@ class FireEngine:
         self._pending_triggers: list[Trigger] = []
         self._trigger_pool = ThreadPoolExecutor(2, thread_name_prefix="zksched-trigger")
         self._thread: threading.Thread | None = None
-        self._terminating = False
         self._next_chores = 0.0
         self.heartbeat = 0.0
-        self.stats = FireStats()
-        self.observers: list[Callable[[Mapping[str, object]], None]] = []
+        self.stats = self.commands.stats
+        self.observers = self.commands.observers
         self.catchup_observers: list[Callable[[str, int], None]] = []
         membership.add_session_loss_listener(self._on_session_lost)
 
@@ -168,7 +138,7 @@ class FireEngine:
         self._post(step)
 
     def _on_session_lost(self) -> None:
-        self.io.session_lost()
+        self.io.leases.session_lost()
 
         def step(now: float) -> list[m.Action]:
             self._owned_dirty = True
@@ -206,10 +176,10 @@ class FireEngine:
         return heap[0][0] if heap else None
 
     def running_jobs(self) -> list[str]:
-        return sorted({job for job, _ in list(self._runs)})
+        return sorted({job for job, _ in list(self.commands.runs)})
 
     def busy(self) -> bool:
-        return bool(self._runs) or self.core.busy() or not self.io.idle()
+        return bool(self.commands.runs) or self.core.busy() or not self.io.idle()
 
     # -- life ---------------------------------------------------------------------------------
 
@@ -233,22 +203,20 @@ class FireEngine:
         deadline = time.monotonic() + wait_for_running
         while self.busy() and time.monotonic() < deadline:
             time.sleep(0.05)
-        if self._runs:
+        if self.commands.runs:
             log.warning("fires still running after %.0fs; terminating them", wait_for_running)
-            self._terminating = True
-            for run in list(self._runs.values()):
-                if run.command is not None:
-                    run.command.terminate("the daemon is stopping")
+            self.commands.terminate_all("the daemon is stopping")
             end = time.monotonic() + 10.0
-            while self._runs and time.monotonic() < end:
+            while self.commands.runs and time.monotonic() < end:
                 time.sleep(0.05)
-        self._terminating = True
+        self.commands.terminating = True
         self.io.drain(5.0)
         self.io.flush_unwritten()
         self._queue.put(None)
         if self._thread is not None:
             self._thread.join(5.0)
         self._trigger_pool.shutdown(wait=False, cancel_futures=True)
+        self.commands.close()
         self.io.close()
 
     # -- the engine's thread ----------------------------------------------------------------
@@ -309,7 +277,7 @@ class FireEngine:
                 self._next_chores = now + CHORES_INTERVAL
                 if self.core.session is not None and self.io.has_chores():
                     self.io.flush_unwritten()
-                    self._trigger_pool.submit(self.io.tidy)
+                    self._trigger_pool.submit(self.io.leases.tidy)
 
     def _dispatch(self, actions: list[m.Action], now: float) -> None:
         claims: list[m.Claim] = []
@@ -324,9 +292,9 @@ class FireEngine:
                 case m.ReadRanges(job, instants):
                     self.io.read_ranges(job, instants)
                 case m.TakeLease(job, wait):
-                    self.io.take_lease(job, wait, session)
+                    self.io.leases.take(job, wait, session)
                 case m.GiveBackLease(job):
-                    self.io.give_back(job)
+                    self.io.leases.give_back(job)
                 case m.Claim():
                     claims.append(action)
                     if action.kind == "catchup":
@@ -335,13 +303,13 @@ class FireEngine:
                 case m.Resolve(job, instant):
                     self.io.resolve(job, instant)
                 case m.Start():
-                    self._start(action, now)
+                    self.commands.start(action, now)
                 case m.Terminate(job, instant, why):
-                    run = self._runs.get((job, instant))
-                    if run is not None and run.command is not None:
-                        self._terminate(run, why)
+                    run = self.commands.runs.get((job, instant))
+                    if run is not None:
+                        self.commands.terminate(run, why)
                 case m.WriteResult(job, instant):
-                    result = self._finals.pop((job, instant), None)
+                    result = self.commands.finals.pop((job, instant), None)
                     final = None
                     claimed = self.io.claimed(job, instant)
                     if result is not None and claimed is not None:
@@ -364,105 +332,6 @@ class FireEngine:
                     log.warning("%s: %s", job, text, extra={"event": event, "job": job})
         if claims:
             self.io.claim(claims, session)
-
-    # -- commands -----------------------------------------------------------------------------
-
-    def _start(self, start: m.Start, now: float) -> None:
-        spec = self._table.get(start.job)
-        if spec is None:  # gone from the table since: the core records it as an error
-            self._post_event(start.job, m.StartFailed(start.instant, "the job is gone"))
-            return
-        key = fire_key(start.job, start.instant)
-        run = _Run(start, spec, start.instant.timestamp() + jitter_of(key, spec.jitter), now)
-        if not command_allowed(self._settings.allowed_commands, spec.command[0]):
-            why = f"{spec.command[0]!r} is not in this member's allowed_commands"
-            self._post_event(start.job, m.StartFailed(start.instant, why))
-            return
-        if len(self._runs) >= self._settings.concurrency:
-            self._waiting_starts.append(run)
-            return
-        self._spawn(run)
-
-    def _spawn(self, run: _Run) -> None:
-        start, spec = run.start, run.spec
-        key = (start.job, start.instant)
-        if self._terminating:
-            self._post_event(
-                start.job, m.StartFailed(start.instant, "not started: the daemon is stopping")
-            )
-            return
-        fire = fire_key(start.job, start.instant)
-        env = dict(spec.env)
-        env.update(
-            ZKSCHED_JOB=spec.name,
-            ZKSCHED_SCHEDULED=fire.split("@", 1)[1],
-            ZKSCHED_FIRE_KEY=fire,
-            ZKSCHED_MEMBER_ID=self._settings.member_id,
-            ZKSCHED_CLIENT_ID=self._settings.client_id,
-            ZKSCHED_FENCING_TOKEN=str(start.token),
-        )
-        request = RunRequest(
-            job=spec.name, fire_key=fire, argv=tuple(spec.command), env=env,
-            cwd=spec.workdir, timeout=spec.timeout,
-        )
-        self._runs[key] = run
-
-        def done(result: RunResult) -> None:
-            self._post(lambda now: self._exited(run, result, now))
-
-        # queued before the command can end: the core sees its start before its exit
-        self._post_event(start.job, m.Started(start.instant))
-        run.command = self._runner.start(request, done)
-
-    def _exited(self, run: _Run, result: RunResult, now: float) -> list[m.Action]:
-        key = (run.start.job, run.start.instant)
-        self._runs.pop(key, None)
-        self._finals[key] = result
-        self._report(run, result)
-        out = self.core.handle(run.start.job, m.Exited(run.start.instant, result.status), now)
-        while self._waiting_starts and len(self._runs) < self._settings.concurrency:
-            self._spawn(self._waiting_starts.pop(0))
-        return out
-
-    def _terminate(self, run: _Run, why: str) -> None:
-        log.warning(
-            "%s: %s; terminating the command",
-            fire_key(run.start.job, run.start.instant),
-            why,
-            extra={"event": "terminate", "fire_key": fire_key(run.start.job, run.start.instant)},
-        )
-        assert run.command is not None
-        run.command.terminate(why)
-
-    def _report(self, run: _Run, result: RunResult) -> None:
-        start = run.start
-        self.stats.fired += 1
-        self.stats.results[result.status] = self.stats.results.get(result.status, 0) + 1
-        key = fire_key(start.job, start.instant)
-        event = {
-            "event": "fire",
-            "job": start.job,
-            "fire_key": key,
-            "kind": start.kind,
-            "status": result.status,
-            "exit_code": result.exit_code,
-            "fencing_token": start.token,
-            "scheduled_ts": run.t_due,
-            "claimed_ts": run.t_claimed,
-            "started_ts": result.started_at,
-            "finished_ts": result.finished_at,
-            "delay_ms": round((result.started_at - run.t_due) * 1000, 2),
-        }
-        log.info(
-            "%s %s (exit %s, started %.0f ms after due)",
-            key,
-            result.status,
-            result.exit_code,
-            (result.started_at - run.t_due) * 1000,
-            extra=event,
-        )
-        for observer in self.observers:
-            observer(event)
 
     def _note_refused(self, view: ClusterView) -> None:
         """Report once per job and command a job ours by labels that our command allow-list

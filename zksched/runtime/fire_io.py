@@ -30,10 +30,10 @@ from zksched.core.firekey import format_utc, parse_utc
 from zksched.core.fires import FireRecord
 from zksched.core.jobspec import JobSpec
 from zksched.runtime.clock import Clock
+from zksched.runtime.lease_io import LeaseIO
 from zksched.runtime.pruning import HistoryPruner
 from zksched.runtime.results import ResultWriter
 from zksched.zk.claims import AlreadyClaimed, Claimed, FireClaims
-from zksched.zk.locks import HeldLocks, JobLock, LockAttempt, clear_orphans, member_tag
 from zksched.zk.paths import ClusterPaths
 from zksched.zk.triggers import Triggers
 
@@ -41,7 +41,6 @@ log = logging.getLogger("zksched.fire")
 
 CLAIM_BATCH = 200  # claims in one transaction at most (~100 KB, far below 1 MB)
 IO_THREADS = 8  # claims, reads, skip records
-LOCK_THREADS = 16  # lease takes wait for other holders: their own threads
 SKIP_RECORD_TRIES = 5
 
 Post = Callable[[str, m.JobEvent], None]
@@ -75,15 +74,13 @@ class FireIO:
         self._triggers = Triggers(client, paths, settings.call_timeout)
         self.pruner = HistoryPruner(self.claims, clock)
         self._io = ThreadPoolExecutor(IO_THREADS, thread_name_prefix="zksched-io")
-        self._lockers = ThreadPoolExecutor(LOCK_THREADS, thread_name_prefix="zksched-lock")
         self._mutex = threading.Lock()
         self._records: dict[FireId, FireRecord] = {}  # our claim attempts in flight
         self._claimed: dict[FireId, Claimed] = {}  # our claims, until their result is written
-        self._locks: dict[str, JobLock] = {}
-        self._leftovers: list[str] = []  # lock nodes to delete once connected
-        self._orphans: set[str] = set()  # jobs whose failed take may have left a contender
         self._unwritten: list[tuple[Claimed, FireRecord, str, datetime]] = []
-        self.registry = HeldLocks()
+        self.leases = LeaseIO(
+            client, paths, settings.member_id, settings.call_timeout, post, self._holder_runs
+        )
         self._results = ResultWriter(
             self.claims, self._write_one, self._keep_unwritten, lambda _locks: None
         )
@@ -329,36 +326,6 @@ class FireIO:
                 continue
         self._post(job, m.RangesRead(tuple(ranges)))
 
-    # -- leases -----------------------------------------------------------------------------
-
-    def take_lease(self, job: str, wait: float, session: int) -> None:
-        self._lockers.submit(self._guard, self._take_lease, job, wait, session)
-
-    def _take_lease(self, job: str, wait: float, session: int) -> None:
-        lock = JobLock(
-            self._client, self._paths, job, self._settings.member_id, session,
-            self._settings.call_timeout, self.registry,
-        )
-        try:
-            attempt = lock.try_acquire(wait)
-        except Exception as exc:
-            log.warning("lock attempt for %s failed: %s", job, type(exc).__name__)
-            attempt = LockAttempt.UNKNOWN
-        if attempt is LockAttempt.ACQUIRED:
-            with self._mutex:
-                self._locks[job] = lock
-            lock.on_lost(lambda: self._post(job, m.LeaseGone()))
-            self._post(job, m.LeaseAnswered(m.LeaseOutcome.TAKEN))
-            return
-        if lock.may_leave_orphan or attempt is LockAttempt.UNKNOWN:
-            with self._mutex:
-                self._orphans.add(job)
-        if attempt is LockAttempt.HELD:
-            running = self._holder_runs(job)
-            self._post(job, m.LeaseAnswered(m.LeaseOutcome.BUSY, lock.holder(), running))
-        else:
-            self._post(job, m.LeaseAnswered(m.LeaseOutcome.UNKNOWN))
-
     def _holder_runs(self, job: str) -> bool:
         """Whether the job's newest fire record says a run is going (claimed, not ended).
         Unknown (a read failed): not, so the instants are left to a catch-up rather than
@@ -372,61 +339,10 @@ class FireIO:
         record = newest[job]
         return record is None or record.state == "running"
 
-    def give_back(self, job: str) -> None:
-        with self._mutex:
-            lock = self._locks.pop(job, None)
-        if lock is not None:
-            lock.on_lost(None)
-            self._lockers.submit(self._guard, self._release, lock)
-
-    def _release(self, lock: JobLock) -> None:
-        node = lock.release_ops()
-        lock.released()
-        if node is not None:
-            self._delete_nodes([node])
-
-    def session_lost(self) -> None:
-        """Never reuse a lost session's locks (kazoo #282); their nodes are gone with it,
-        or, if it lived on, deleted once ZooKeeper answers."""
-        with self._mutex:
-            locks, self._locks = self._locks, {}
-        for lock in locks.values():
-            lock.on_lost(None)
-            node = lock.release_ops()
-            lock.released()
-            if node is not None:
-                with self._mutex:
-                    self._leftovers.append(node)
-
-    def tidy(self) -> None:
-        """Delete leftover lock nodes and orphaned contenders (called while connected)."""
-        with self._mutex:
-            nodes, self._leftovers = self._leftovers, []
-            jobs = sorted(j for j in self._orphans if j not in self._locks)
-        if nodes:
-            self._delete_nodes(nodes)
-        tag = member_tag(self._settings.member_id)
-        for job in jobs:
-            path = self._paths.job_lock(job)
-            if clear_orphans(self._client, path, tag, self.registry, self._settings.call_timeout):
-                with self._mutex:
-                    self._orphans.discard(job)
-
     def has_chores(self) -> bool:
         with self._mutex:
-            return bool(self._leftovers or self._orphans or self._unwritten)
-
-    def _delete_nodes(self, nodes: list[str]) -> None:
-        from zksched.zk.connection import wait
-
-        pending = [(n, self._client.delete_async(n)) for n in nodes]
-        for node, result in pending:
-            try:
-                wait(result, self._settings.call_timeout)
-            except Exception as exc:
-                if type(exc).__name__ != "NoNodeError":
-                    with self._mutex:
-                        self._leftovers.append(node)
+            unwritten = bool(self._unwritten)
+        return unwritten or self.leases.has_chores()
 
     # -- life ---------------------------------------------------------------------------------
 
@@ -438,7 +354,7 @@ class FireIO:
 
     def close(self) -> None:
         self._io.shutdown(wait=False, cancel_futures=True)
-        self._lockers.shutdown(wait=False, cancel_futures=True)
+        self.leases.close()
 
     def _submit(self, fn: Callable[..., None], *args: object) -> None:
         with contextlib.suppress(RuntimeError):  # shut down: we are stopping

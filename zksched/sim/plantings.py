@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
@@ -75,9 +76,14 @@ def _lost_reply_is_failure(self: JobFireMachine, event: m.ClaimAnswered, now: fl
     _ORIGINAL["_claim_answered"](self, event, now)
 
 
-def _order_ignored(self: JobFireMachine, event: m.ClaimAnswered, now: float) -> None:
-    """A claim that never landed is claimed again even after a later instant was."""
-    self._last_claimed = None
+_TOKENS = itertools.count(10**12)  # unique, as ZooKeeper's would be
+
+
+def _unknown_taken_as_ours(self: JobFireMachine, event: m.ClaimAnswered, now: float) -> None:
+    """A claim whose reply was lost is taken for ours and started, unresolved (its create
+    may not have landed, and another member may claim and run the instant too)."""
+    if event.outcome is m.ClaimOutcome.UNKNOWN:
+        event = m.ClaimAnswered(event.instant, m.ClaimOutcome.CREATED, next(_TOKENS))
     _ORIGINAL["_claim_answered"](self, event, now)
 
 
@@ -112,7 +118,7 @@ PLANTINGS: dict[str, list[tuple[str, Any]]] = {
     "paused-fired": [("_due", _unpaused("_due")), ("_refuse_start", _unpaused("_refuse_start"))],
     "session-loss-guard-off": [("session_lost", _no_loss_guard)],
     "lost-reply-as-failure": [("_claim_answered", _lost_reply_is_failure)],
-    "claim-order-ignored": [("_claim_answered", _order_ignored)],
+    "unknown-taken-as-ours": [("_claim_answered", _unknown_taken_as_ours)],
     "catchup-ignores-window": [("_apply_plan", _catchup_ignores_window)],
 }
 
@@ -120,11 +126,15 @@ PLANTINGS: dict[str, list[tuple[str, Any]]] = {
 @contextlib.contextmanager
 def planted(name: str) -> Iterator[None]:
     patches = PLANTINGS[name]
-    originals = [(attribute, JobFireMachine.__dict__[attribute]) for attribute, _ in patches]
+    # what the class itself defines (None: inherited from one of its parts)
+    originals = [(attribute, JobFireMachine.__dict__.get(attribute)) for attribute, _ in patches]
     for attribute, replacement in patches:
         setattr(JobFireMachine, attribute, replacement)
     try:
         yield
     finally:
         for attribute, original in originals:
-            setattr(JobFireMachine, attribute, original)
+            if original is None:
+                delattr(JobFireMachine, attribute)
+            else:
+                setattr(JobFireMachine, attribute, original)

@@ -138,7 +138,7 @@ class Scenario:
         began = time.perf_counter()
         rng = self.rng
         table: Table = {}
-        for _ in range(rng.randint(4, 8)):
+        for _ in range(rng.randint(5, 9)):
             self._new_job(table)
         self._publish(table)
         self.world.server_tick()

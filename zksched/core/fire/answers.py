@@ -1,0 +1,171 @@
+"""What a job's machine does with ZooKeeper's answers: leases and claims."""
+
+from __future__ import annotations
+
+from zksched.core.fire import model as m
+from zksched.core.fire.stages import COMMAND_UP, FireStage, LeaseStage, Step
+from zksched.core.fire.state import NEVER, Fire, JobPhase, JobState, raise_illegal
+
+_NEVER = NEVER
+
+
+class AnswerHandling(JobState):
+    def _take_lease(self, wait: float) -> None:
+        self._lease_to(LeaseStage.TAKING)
+        wait = min(max(wait, 0.0), self.tunables.lease_wait_max)
+        self._out.append(m.TakeLease(self.spec.name, wait))
+
+    def _retry(self, fire: Fire, now: float) -> None:
+        fire.retry_at = _NEVER
+        if fire.stage is FireStage.LEASING:
+            if self.lease is LeaseStage.FREE:
+                self._take_lease(fire.deadline - now)
+        elif fire.stage is FireStage.UNKNOWN:
+            if now - fire.instant.timestamp() > max(
+                self.spec.catchup_window, self.tunables.resolve_give_up
+            ):
+                self._out.append(
+                    m.Warn(self.spec.name, "retry-abandoned", f"{self._key(fire)}: given up")
+                )
+                self._drop(fire, m.SkipReason.CLAIM_ERROR, "not settled in time")
+            elif self.session is None:
+                fire.retry_at = now + self.tunables.retry_interval
+            else:
+                fire.step(Step.RESOLVE_SENT)
+                self._out.append(m.Resolve(self.spec.name, fire.instant))
+
+    def _lease_answered(self, event: m.LeaseAnswered, now: float) -> None:
+        if self.lease is not LeaseStage.TAKING:
+            # the session went while the take was on its way: whatever it got is not ours
+            if event.outcome is m.LeaseOutcome.TAKEN:
+                self._out.append(m.GiveBackLease(self.spec.name))
+            return
+        fire = next((f for f in self.fires.values() if f.stage is FireStage.LEASING), None)
+        if event.outcome is m.LeaseOutcome.TAKEN:
+            self._lease_to(LeaseStage.HELD)
+            if self._gap is not None and self.phase is JobPhase.ACTIVE:
+                self._catch_up_gap(now)
+            elif fire is not None:
+                fire.step(Step.LEASE_TAKEN)
+                self._claim(fire, now)
+            elif not self._active:
+                self._give_back = True
+            return
+        self._lease_to(LeaseStage.FREE)
+        if event.outcome is m.LeaseOutcome.BUSY:
+            self._holder = (event.holder or "another member", event.running)
+        if fire is None:
+            return
+        left = fire.deadline - now
+        if left > self.tunables.retry_interval:
+            # a take answered busy for an earlier fire's wait, or failed: time is left
+            fire.retry_at = now + (
+                0.0 if event.outcome is m.LeaseOutcome.BUSY else self.tunables.retry_interval
+            )
+        elif event.outcome is m.LeaseOutcome.BUSY:
+            self._lease_not_free(fire, f"the job's lease is held by {self._holder[0]}")
+        else:  # the take failed on the connection: the instant waits for a catch-up
+            self._leave_for_catchup(fire, "the job's lease could not be taken")
+
+    def _lease_not_free(self, fire: Fire, detail: str) -> None:
+        """A fire's time for the lease is up. Held by a run: skipped `still-running`. Held
+        between runs (the previous owner has not let go, or died and its session lives on):
+        no run holds the job, so the instant is left to a catch-up, once the lease is ours."""
+        holder, running = self._holder
+        if running:
+            self._drop(fire, m.SkipReason.STILL_RUNNING, detail)
+        else:
+            self._leave_for_catchup(fire, f"waiting for {holder} to let go of the job's lease")
+
+    def _leave_for_catchup(self, fire: Fire, why: str) -> None:
+        """No record for this instant now: it is planned again (by the catch-up policy) once
+        the job's lease is ours, or on the next takeover."""
+        fire.step(Step.DROPPED)
+        del self.fires[fire.instant]
+        if self._gap is None:
+            self._out.append(
+                m.Warn(self.spec.name, "lease-wait", f"{self._key(fire)}: {why}; caught up "
+                       "once the lease is ours")
+            )
+        self._gap = fire.instant if self._gap is None else min(self._gap, fire.instant)
+        if fire.trigger is not None:
+            self._triggers.appendleft(fire.trigger)
+
+    def _lease_gone(self) -> None:
+        self._lease_to(LeaseStage.FREE)
+        self._give_back = False
+        if self.tunables.on_session_loss == "terminate":
+            for fire in self.fires.values():
+                if fire.stage in COMMAND_UP:
+                    self._out.append(m.Terminate(self.spec.name, fire.instant, "lease vanished"))
+
+    def _claim_answered(self, event: m.ClaimAnswered, now: float) -> None:
+        fire = self._fire(event.instant)
+        resolving = fire.stage is FireStage.RESOLVING
+        if fire.stage not in (FireStage.CLAIMING, FireStage.RESOLVING):
+            raise_illegal(f"a claim answer for a fire in {fire.stage.value}")
+        match event.outcome:
+            case m.ClaimOutcome.CREATED:
+                fire.token = event.token
+                refusal = self._refuse_start(fire, now, resolving)
+                if refusal is None:
+                    fire.step(Step.CREATED)
+                    assert event.token is not None
+                    self._out.append(m.Start(self.spec.name, fire.instant, fire.kind, event.token))
+                else:
+                    fire.step(Step.SETTLED)
+                    self._skip(fire.instant, refusal[0], record=False, detail=refusal[1])
+                    self._write(fire, "skipped", reason=refusal[0], error=refusal[1])
+            case m.ClaimOutcome.TAKEN:
+                holder = event.holder or "another member"
+                # passed by a newer record: nothing is at its instant, so it is recorded
+                record = event.passed and self.phase is JobPhase.ACTIVE
+                self._drop(fire, m.SkipReason.ALREADY_CLAIMED, f"by {holder}", record)
+            case m.ClaimOutcome.UNKNOWN:
+                fire.step(Step.UNKNOWN)
+                fire.retry_at = now + self.tunables.retry_interval
+            case m.ClaimOutcome.ABSENT:
+                if not resolving:
+                    raise_illegal("ABSENT answers a resolve, not a claim")
+                refusal = self._refuse_start(fire, now, True)
+                # a trigger's instant is its own (never a scheduled one's): order is no matter
+                later = fire.kind != "trigger" and (
+                    self._last_claimed is not None and self._last_claimed > fire.instant
+                )
+                if refusal is None and not later and self.phase is JobPhase.ACTIVE:
+                    fire.step(Step.CLAIM_SENT)
+                    self._claim(fire, now)
+                else:
+                    record = self.phase is JobPhase.ACTIVE
+                    self._drop(fire, m.SkipReason.CLAIM_ERROR, "its claim never landed", record)
+
+    def _refuse_start(
+        self, fire: Fire, now: float, late: bool
+    ) -> tuple[m.SkipReason, str] | None:
+        """Why a claim of ours must not start now; None: start it."""
+        spec = self.spec
+        if self.session is None:
+            return m.SkipReason.NOT_CONNECTED, "not connected at the start"
+        if self.phase is JobPhase.DELETED:
+            return m.SkipReason.PAUSED, "the job was deleted"
+        if spec.paused and fire.kind != "trigger":
+            return m.SkipReason.PAUSED, "the job was paused"
+        if spec.overlap == "skip":
+            if self.lease is not LeaseStage.HELD:
+                return m.SkipReason.CLAIM_ERROR, "the job's lease was lost before the start"
+            if any(f is not fire and f.stage in COMMAND_UP for f in self.fires.values()):
+                return m.SkipReason.STILL_RUNNING, "another run of the job is going"
+            if late and fire.kind == "scheduled" and now > fire.deadline:
+                return m.SkipReason.STILL_RUNNING, "settled after its successor was due"
+        elif late and now - fire.instant.timestamp() > spec.catchup_window:
+            return m.SkipReason.OUTSIDE_CATCHUP_WINDOW, "settled outside the catch-up window"
+        return None
+
+    def _after_run(self, now: float) -> None:
+        """A command ended: the lease is free for the next fire at once; it goes back once
+        the result is written unless the job stays ours and its next fire is near."""
+        if self.lease is LeaseStage.HELD:
+            near = self._next_due - now <= self.tunables.linger
+            if not (self._active and near):
+                self._give_back = True
+

@@ -1,0 +1,132 @@
+"""Planning a job's catch-up when it becomes ours: from its fire records, by its policy."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from zksched.core.catchup import (
+    holes,
+    newest_scheduled,
+    next_records,
+    outside_ranges,
+    plan_catchup,
+    unpruned,
+)
+from zksched.core.fire import model as m
+from zksched.core.fire.stages import FireStage, Step
+from zksched.core.fire.state import NEVER, JobPhase, JobState, _latest, _Plan, _utc
+from zksched.core.firekey import format_utc
+
+_MICRO = timedelta(microseconds=1)
+
+
+class CatchupPlanning(JobState):
+    def _activate(self, now: float) -> None:
+        spec = self.spec
+        # An instant is missed once its due time (instant + jitter) has passed: the plan
+        # takes the instants surely due by now, the timer those that may not be yet.
+        # Without a time of our own, everything after the job's newest record (and its last
+        # change) is looked at: what the policy does not run is recorded, so no instant is
+        # left without a record for the audit to call lost.
+        since = self.last_active
+        lower = self.updated_at if since is None else since - 1 - spec.jitter
+        self._plan_lower = max(lower, self.updated_at)
+        self._plan_until = now - spec.jitter
+        self._set_next(_utc(self._plan_until))
+        self._give_back = False
+        self._holder = ("another member", False)  # nothing known of the lease's holder yet
+        if spec.paused or _latest(spec, self._plan_lower, self._plan_until) is None:
+            self.phase = JobPhase.ACTIVE
+        else:
+            self.phase = JobPhase.PLANNING
+            self._plan_retry = NEVER
+            self._out.append(m.ReadHistory(spec.name))
+
+    def _history_read(self, event: m.HistoryRead, now: float) -> None:
+        if self.phase is not JobPhase.PLANNING or self._pending_plan is not None:
+            return  # an answer for a planning that was given up
+        if not event.ok:
+            self._plan_retry = now + self.tunables.retry_interval
+            return
+        spec, schedule = self.spec, self.spec.schedule_obj
+        limit = _utc(now + self.tunables.future_margin)
+        recorded = [i for i in event.instants if i <= limit]
+        if len(recorded) < len(event.instants):
+            future = format_utc(max(event.instants))
+            self._out.append(
+                m.Warn(spec.name, "future-record", f"records up to {future} are ignored")
+            )
+        lower, until = _utc(self._plan_lower), _utc(self._plan_until)
+        newest = newest_scheduled(schedule, recorded)
+        after = lower if newest is None else max(lower, newest)
+        plan = plan_catchup(schedule, spec.catchup, spec.catchup_window, after, until)
+        behind = holes(schedule, recorded, lower)
+        behind = unpruned(behind, event.horizon, len(recorded), max(1, spec.history))
+        self._pending_plan = _Plan(plan, behind, after)
+        if behind:
+            self._out.append(m.ReadRanges(spec.name, tuple(next_records(behind, recorded))))
+        else:
+            self._apply_plan(now)
+
+    def _ranges_read(self, event: m.RangesRead, now: float) -> None:
+        if self.phase is not JobPhase.PLANNING or self._pending_plan is None:
+            return
+        if not event.ok:  # planned again, from the history
+            self._pending_plan = None
+            self._plan_retry = now + self.tunables.retry_interval
+            return
+        found = outside_ranges(self._pending_plan.behind, list(event.ranges))
+        self._pending_plan = _Plan(self._pending_plan.plan, found, self._pending_plan.after)
+        self._apply_plan(now)
+
+    def _apply_plan(self, now: float) -> None:
+        assert self._pending_plan is not None
+        plan, behind, after = (
+            self._pending_plan.plan,
+            self._pending_plan.behind,
+            self._pending_plan.after,
+        )
+        self._pending_plan = None
+        spec = self.spec
+        # Holes (instants behind newer records that nothing covers) are recorded, never run:
+        # running one now would claim it after a later instant of the job, out of order.
+        for hole in behind:
+            self._skip(hole, m.SkipReason.OUTSIDE_CATCHUP_WINDOW, record=True)
+        if plan.skipped and plan.first_skipped is not None:
+            end = plan.run[0] - _MICRO if plan.run else _utc(self._plan_until)
+            newest = spec.schedule_obj.latest_fire(after, end)
+            if newest is not None:
+                self._out.append(
+                    m.Skip(spec.name, newest, m.SkipReason.OUTSIDE_CATCHUP_WINDOW, "", plan.skipped)
+                )
+                self._out.append(
+                    m.RecordSkip(
+                        spec.name,
+                        newest,
+                        "catchup",
+                        m.SkipReason.OUTSIDE_CATCHUP_WINDOW,
+                        plan.first_skipped,
+                        plan.skipped,
+                    )
+                )
+        self._queue.extend((instant, "catchup") for instant in plan.run)
+        self._queue.extend((instant, "scheduled") for instant in self._waiting)
+        self._waiting.clear()
+        self.phase = JobPhase.ACTIVE
+        self._pump(now)
+
+    def _catch_up_gap(self, now: float) -> None:
+        """The lease is ours after instants were left waiting for it: plan a catch-up from
+        the first of them (the policy runs or records them, in order, then the rest)."""
+        assert self._gap is not None
+        for fire in [f for f in self.fires.values() if f.stage is FireStage.LEASING]:
+            fire.step(Step.DROPPED)
+            del self.fires[fire.instant]
+            if fire.trigger is not None:
+                self._triggers.appendleft(fire.trigger)
+        self.last_active = self._gap.timestamp() + self.spec.jitter
+        self._gap = None
+        self.phase = JobPhase.INACTIVE
+        self._queue.clear()
+        self._activate(now)
+

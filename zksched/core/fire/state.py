@@ -1,0 +1,218 @@
+"""One job's fire state on one member: the fields every part of its machine reads, and
+the small steps they share (`job.py` is the machine; `planning.py` plans catch-ups;
+`answers.py` takes ZooKeeper's answers)."""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import NoReturn
+
+from zksched.core.catchup import CatchupPlan
+from zksched.core.fire import model as m
+from zksched.core.fire.stages import (
+    HOLDS_JOB,
+    FireStage,
+    IllegalTransition,
+    LeaseStage,
+    Step,
+    check_lease_move,
+    next_stage,
+)
+from zksched.core.firekey import fire_key, format_utc
+from zksched.core.jobspec import JobSpec
+
+NEVER = float("inf")
+_NEVER = NEVER
+
+
+class JobPhase(enum.Enum):
+    INACTIVE = "inactive"
+    PLANNING = "planning"
+    ACTIVE = "active"
+    DELETED = "deleted"
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """A catch-up planned from the job's history, waiting for the skip ranges of its holes."""
+
+    plan: CatchupPlan
+    behind: list[datetime]  # holes behind newer records
+    after: datetime  # the plan's lower bound
+
+
+@dataclass(slots=True)
+class Fire:
+    instant: datetime
+    kind: m.FireKind
+    stage: FireStage
+    deadline: float  # overlap = skip: claimed after this, it would start after its successor
+    token: int | None = None
+    retry_at: float = _NEVER  # LEASING / UNKNOWN: when to try again
+    trigger: str | None = None  # the trigger it runs
+
+    def step(self, step: Step) -> None:
+        self.stage = next_stage(self.stage, step)
+
+
+
+class JobState:
+    """The state of one job's fires; the machine's parts are mixins over it."""
+
+    def __init__(
+        self,
+        spec: JobSpec,
+        updated_at: float,
+        tunables: m.FireTunables,
+        last_active: float | None = None,
+    ) -> None:
+        self.spec = spec
+        self.updated_at = updated_at
+        self.tunables = tunables
+        self.phase = JobPhase.INACTIVE
+        self.lease = LeaseStage.FREE
+        self.owned = False
+        self.session: int | None = None
+        self.last_active = last_active  # when this member last had the job active
+        self.fires: dict[datetime, Fire] = {}
+        self._out: list[m.Action] = []
+        self._next: datetime | None = None  # the next scheduled instant not yet due
+        self._next_due = _NEVER
+        self._ahead_for: datetime | None = None  # the instant a lease was taken ahead for
+        self._give_back = False  # give the lease back once no fire holds it
+        self._last_claimed: datetime | None = None
+        self._queue: deque[tuple[datetime, m.FireKind]] = deque()  # catch-up, oldest first
+        self._triggers: deque[str] = deque()
+        self._trigger_at = 0.0  # triggers wait until then (a retry, or the next second)
+        self._last_trigger: datetime | None = None
+        # who held the lease at the last answer, and whether a run of theirs was going
+        self._holder: tuple[str, bool] = ("another member", False)
+        self._gap: datetime | None = None  # the first instant left waiting for the lease
+        self._plan_lower = self._plan_until = 0.0
+        self._plan_retry = _NEVER
+        self._pending_plan: _Plan | None = None
+        self._waiting: list[datetime] = []  # scheduled instants due while planning
+        self.wake_at = _NEVER
+
+    @property
+    def idle(self) -> bool:
+        """Nothing in flight, nothing held, nothing to do: the machine may be forgotten."""
+        return (
+            self.phase in (JobPhase.INACTIVE, JobPhase.DELETED)
+            and not self.fires
+            and self.lease is LeaseStage.FREE
+            and not self._triggers
+            and (not self.owned or self.phase is JobPhase.DELETED)
+        )
+
+    def pending_since(self) -> datetime | None:
+        """The oldest instant this machine has in hand without a final record yet (queued
+        for a catch-up, in flight, left for a catch-up, being planned); None: none."""
+        times = [i for i, _ in self._queue] + list(self.fires) + list(self._waiting)
+        if self._gap is not None:
+            times.append(self._gap)
+        if self.phase is JobPhase.PLANNING:
+            times.append(_utc(self._plan_lower))
+        return min(times, default=None)
+
+    @property
+    def holding(self) -> bool:
+        return any(f.stage in HOLDS_JOB for f in self.fires.values())
+
+    @property
+    def _active(self) -> bool:
+        return self.owned and self.session is not None and self.phase is not JobPhase.DELETED
+
+    def _busy(self) -> bool:
+        return self.holding or any(f.stage is FireStage.LEASING for f in self.fires.values())
+
+    def _lease_in_use(self) -> bool:
+        return any(
+            f.stage in HOLDS_JOB or f.stage in (FireStage.WRITING, FireStage.LEASING)
+            for f in self.fires.values()
+        ) or (self._active and self.spec.overlap == "skip" and bool(self._queue))
+
+    def _fire(self, instant: datetime) -> Fire:
+        fire = self.fires.get(instant)
+        if fire is None:
+            raise_illegal(f"no fire of {self.spec.name} at {format_utc(instant)}")
+        return fire
+
+    def _key(self, fire: Fire) -> str:
+        return fire_key(self.spec.name, fire.instant)
+
+    def _write(
+        self,
+        fire: Fire,
+        status: str,
+        reason: m.SkipReason | None = None,
+        error: str | None = None,
+    ) -> None:
+        self._out.append(m.WriteResult(self.spec.name, fire.instant, status, reason, error))
+
+    def _drop(
+        self, fire: Fire, reason: m.SkipReason | None, detail: str, record: bool | None = None
+    ) -> None:
+        """Forget a fire that left nothing of ours behind, and say why it did not run. A
+        trigger's goes back to wait for its turn (it runs once), unless its instant is
+        another fire's."""
+        fire.step(Step.DROPPED)
+        del self.fires[fire.instant]
+        if fire.trigger is not None and reason is not m.SkipReason.ALREADY_CLAIMED:
+            self._triggers.appendleft(fire.trigger)
+            return
+        if reason is not None:
+            keep = reason is m.SkipReason.STILL_RUNNING if record is None else record
+            keep = keep and self.session is not None
+            self._skip(fire.instant, reason, record=keep, detail=detail)
+
+    def _skip(
+        self, instant: datetime, reason: m.SkipReason, record: bool, detail: str = ""
+    ) -> None:
+        self._out.append(m.Skip(self.spec.name, instant, reason, detail))
+        if record:
+            self._out.append(m.RecordSkip(self.spec.name, instant, "scheduled", reason))
+
+    def _lease_to(self, stage: LeaseStage) -> None:
+        self.lease = check_lease_move(self.lease, stage)
+
+
+    # -- provided by the machine (job.py) and its parts ------------------------------------
+
+    def _claim(self, fire: Fire, now: float) -> None:
+        raise NotImplementedError
+
+    def _pump(self, now: float) -> None:
+        raise NotImplementedError
+
+    def _set_next(self, after: datetime) -> None:
+        raise NotImplementedError
+
+    def _deadline(self, instant: datetime, kind: m.FireKind, due: float) -> float:
+        raise NotImplementedError
+
+    def _activate(self, now: float) -> None:
+        raise NotImplementedError
+
+    def _catch_up_gap(self, now: float) -> None:
+        raise NotImplementedError
+
+
+
+
+
+def raise_illegal(text: str) -> NoReturn:
+    raise IllegalTransition(text)
+
+
+def _utc(epoch: float) -> datetime:
+    return datetime.fromtimestamp(epoch, UTC)
+
+
+def _latest(spec: JobSpec, lower: float, now: float) -> datetime | None:
+    if lower >= now:
+        return None
+    return spec.schedule_obj.latest_fire(_utc(lower), _utc(now))

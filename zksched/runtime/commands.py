@@ -1,0 +1,200 @@
+"""Starting and stopping the fire core's commands (its Start and Terminate actions), and
+reporting each run: the log line, metrics' observers, the result kept for its record.
+
+Starts go to a few threads of their own (a start waits for the kernel, not for the
+interpreter), never more commands at once than `--concurrency` (the rest wait for a slot),
+none once the daemon is stopping (recorded `error`, "not started").
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from zksched.core.fire import model as m
+from zksched.core.firekey import fire_key, jitter_of
+from zksched.core.jobspec import JobSpec
+from zksched.core.owners import command_allowed
+from zksched.runtime.runner import CommandRunner, RunningCommand, RunRequest, RunResult
+
+log = logging.getLogger("zksched.fire")
+
+STARTERS = 3  # threads that start commands (a start waits for the kernel, not the GIL)
+FireId = tuple[str, datetime]
+Step = Callable[[float], list[m.Action]]
+
+
+@dataclass(frozen=True)
+class FireSettings:
+    client_id: str
+    member_id: str
+    on_session_loss: Literal["terminate", "continue"] = "terminate"
+    call_timeout: float = 3.0
+    allowed_commands: tuple[str, ...] | None = None  # None: every command may run here
+    concurrency: int = 32  # commands running at once on this member
+
+
+@dataclass
+class FireStats:
+    """Counters for tests, benchmarks and metrics."""
+
+    fired: int = 0
+    results: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class _Run:
+    start: m.Start
+    spec: JobSpec
+    t_due: float
+    t_claimed: float
+    command: RunningCommand | None = None
+    terminate_now: str | None = None  # a terminate that came before the start was through
+
+
+class FireCommands:
+    def __init__(
+        self,
+        runner: CommandRunner,
+        settings: FireSettings,
+        spec_of: Callable[[str], JobSpec | None],
+        post: Callable[[Step], None],
+        handle: Callable[[str, m.JobEvent, float], list[m.Action]],
+    ) -> None:
+        self._runner = runner
+        self._settings = settings
+        self._spec_of = spec_of
+        self._post = post
+        self._handle = handle
+        self._starters = ThreadPoolExecutor(STARTERS, thread_name_prefix="zksched-start")
+        self.runs: dict[FireId, _Run] = {}
+        self.finals: dict[FireId, RunResult] = {}  # results, until the core asks to write them
+        self._waiting_starts: list[_Run] = []  # over --concurrency: started as slots free up
+        self.terminating = False
+        self.stats = FireStats()
+        self.observers: list[Callable[[Mapping[str, object]], None]] = []
+
+    def _post_event(self, job: str, event: m.JobEvent) -> None:
+        self._post(lambda now: self._handle(job, event, now))
+
+    def terminate_all(self, why: str) -> None:
+        self.terminating = True
+        for run in list(self.runs.values()):
+            self.terminate(run, why)
+
+    def close(self) -> None:
+        self._starters.shutdown(wait=True)
+
+    def start(self, start: m.Start, now: float) -> None:
+        spec = self._spec_of(start.job)
+        if spec is None:  # gone from the table since: the core records it as an error
+            self._post_event(start.job, m.StartFailed(start.instant, "the job is gone"))
+            return
+        key = fire_key(start.job, start.instant)
+        run = _Run(start, spec, start.instant.timestamp() + jitter_of(key, spec.jitter), now)
+        if not command_allowed(self._settings.allowed_commands, spec.command[0]):
+            why = f"{spec.command[0]!r} is not in this member's allowed_commands"
+            self._post_event(start.job, m.StartFailed(start.instant, why))
+            return
+        if len(self.runs) >= self._settings.concurrency:
+            self._waiting_starts.append(run)
+            return
+        self._spawn(run)
+
+    def _spawn(self, run: _Run) -> None:
+        start, spec = run.start, run.spec
+        key = (start.job, start.instant)
+        if self.terminating:
+            self._post_event(
+                start.job, m.StartFailed(start.instant, "not started: the daemon is stopping")
+            )
+            return
+        fire = fire_key(start.job, start.instant)
+        env = dict(spec.env)
+        env.update(
+            ZKSCHED_JOB=spec.name,
+            ZKSCHED_SCHEDULED=fire.split("@", 1)[1],
+            ZKSCHED_FIRE_KEY=fire,
+            ZKSCHED_MEMBER_ID=self._settings.member_id,
+            ZKSCHED_CLIENT_ID=self._settings.client_id,
+            ZKSCHED_FENCING_TOKEN=str(start.token),
+        )
+        request = RunRequest(
+            job=spec.name, fire_key=fire, argv=tuple(spec.command), env=env,
+            cwd=spec.workdir, timeout=spec.timeout,
+        )
+        self.runs[key] = run
+
+        def done(result: RunResult) -> None:
+            self._post(lambda now: self._exited(run, result, now))
+
+        # queued before the command can end: the core sees its start before its exit
+        self._post_event(start.job, m.Started(start.instant))
+        try:  # a start waits for the kernel: off the core's thread, a few at a time
+            self._starters.submit(self._launch, run, request, done)
+        except RuntimeError:  # stopping: started here, as the stop waits for it
+            self._launch(run, request, done)
+
+    def _launch(
+        self, run: _Run, request: RunRequest, done: Callable[[RunResult], None]
+    ) -> None:
+        run.command = self._runner.start(request, done)
+        if run.terminate_now is not None:  # terminated before its start was through
+            run.command.terminate(run.terminate_now)
+
+    def _exited(self, run: _Run, result: RunResult, now: float) -> list[m.Action]:
+        key = (run.start.job, run.start.instant)
+        self.runs.pop(key, None)
+        self.finals[key] = result
+        self._report(run, result)
+        out = self._handle(run.start.job, m.Exited(run.start.instant, result.status), now)
+        while self._waiting_starts and len(self.runs) < self._settings.concurrency:
+            self._spawn(self._waiting_starts.pop(0))
+        return out
+
+    def terminate(self, run: _Run, why: str) -> None:
+        log.warning(
+            "%s: %s; terminating the command",
+            fire_key(run.start.job, run.start.instant),
+            why,
+            extra={"event": "terminate", "fire_key": fire_key(run.start.job, run.start.instant)},
+        )
+        run.terminate_now = why  # _launch terminates it once started, if it is not yet
+        command = getattr(run, "command")  # noqa: B009 - read again: _launch may have set it
+        if command is not None:
+            command.terminate(why)
+
+    def _report(self, run: _Run, result: RunResult) -> None:
+        start = run.start
+        self.stats.fired += 1
+        self.stats.results[result.status] = self.stats.results.get(result.status, 0) + 1
+        key = fire_key(start.job, start.instant)
+        event = {
+            "event": "fire",
+            "job": start.job,
+            "fire_key": key,
+            "kind": start.kind,
+            "status": result.status,
+            "exit_code": result.exit_code,
+            "fencing_token": start.token,
+            "scheduled_ts": run.t_due,
+            "claimed_ts": run.t_claimed,
+            "started_ts": result.started_at,
+            "finished_ts": result.finished_at,
+            "delay_ms": round((result.started_at - run.t_due) * 1000, 2),
+        }
+        log.info(
+            "%s %s (exit %s, started %.0f ms after due)",
+            key,
+            result.status,
+            result.exit_code,
+            (result.started_at - run.t_due) * 1000,
+            extra=event,
+        )
+        for observer in self.observers:
+            observer(event)
+
