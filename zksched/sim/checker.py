@@ -139,7 +139,10 @@ def _overlap(verdict: Verdict, ledger: Ledger, job: str, runs: list[Run]) -> Non
                 continue
             earlier_spec = _spec_at(ledger, job, earlier.started)
             same = earlier.member == later.member
-            if same or (earlier_spec is not None and earlier_spec.overlap == "skip"):
+            # another member's run counts once it started under skip for sure (one started
+            # under allow, by a member not yet told of the change, holds no lease)
+            skip_then = earlier_spec is not None and earlier_spec.overlap == "skip"
+            if same or (skip_then and _steady(ledger, job, earlier.started, "overlap")):
                 verdict.add("overlap", job, later.instant,
                             f"started by {later.member} while {job}@... of {earlier.member} "
                             f"({earlier.instant:%H:%M:%S}) was running")

@@ -123,6 +123,8 @@ class Scenario:
 
     def _boot(self, slot: int) -> None:
         old = self.hosts[slot]
+        if old.alive:
+            return  # came back already (another fault's restart)
         self._pids += 1
         member = SimMember(
             self.world, self.ledger, f"h{slot}-{self._pids}", old.skew, old.labels,

@@ -116,6 +116,8 @@ class AnswerHandling(JobState):
                     fire.step(Step.SETTLED)
                     self._skip(fire.instant, refusal[0], record=False, detail=refusal[1])
                     self._write(fire, "skipped", reason=refusal[0], error=refusal[1])
+                    if fire.trigger is not None and refusal[0] is m.SkipReason.STILL_RUNNING:
+                        self._triggers.appendleft(fire.trigger)  # it runs once, later
             case m.ClaimOutcome.TAKEN:
                 holder = event.holder or "another member"
                 # passed by a newer record: nothing is at its instant, so it is recorded
@@ -157,7 +159,8 @@ class AnswerHandling(JobState):
                 return m.SkipReason.STILL_RUNNING, "another run of the job is going"
             if late and fire.kind == "scheduled" and now > fire.deadline:
                 return m.SkipReason.STILL_RUNNING, "settled after its successor was due"
-        elif late and now - fire.instant.timestamp() > spec.catchup_window:
+        outside = now - fire.instant.timestamp() > spec.catchup_window
+        if late and outside and (fire.kind == "catchup" or spec.overlap == "allow"):
             return m.SkipReason.OUTSIDE_CATCHUP_WINDOW, "settled outside the catch-up window"
         return None
 

@@ -25,6 +25,7 @@ from zksched.core.firekey import fire_key, format_utc
 from zksched.core.jobspec import JobSpec
 
 NEVER = float("inf")
+_UNDER_WAY = frozenset({FireStage.LEASING, FireStage.UNKNOWN, FireStage.RESOLVING})
 _NEVER = NEVER
 
 
@@ -127,7 +128,9 @@ class JobState:
         return self.owned and self.session is not None and self.phase is not JobPhase.DELETED
 
     def _busy(self) -> bool:
-        return self.holding or any(f.stage is FireStage.LEASING for f in self.fires.values())
+        """Something of the job is under way (for overlap = skip, catch-ups and triggers
+        wait for it): a run, a lease being waited for, a claim not settled yet."""
+        return self.holding or any(f.stage in _UNDER_WAY for f in self.fires.values())
 
     def _lease_in_use(self) -> bool:
         return any(
