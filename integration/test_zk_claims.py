@@ -185,9 +185,10 @@ def test_batched_claims_whose_replies_were_lost_are_recognised(
     proxy_to: Callable[..., FaultProxy],
     client_id: str,
 ) -> None:
-    """The transactions of one instant reach the server but their replies are lost: each
-    batch's outcome is an exception (unknown), never a guess; once connected again, every
-    record resolves by its nonce as ours (the fire path then runs it late, not twice)."""
+    """The replies of one instant's transactions are lost: each batch's outcome is an
+    exception (unknown), never a guess; once connected again, each record resolves by its
+    nonce as ours where it landed, and as absent where the connection dropped before the
+    transaction went out (both happen: which, the machine's timing decides)."""
     proxy = proxy_to()
     client = zk_client(proxy.address, session_timeout=4.0)
     paths = ClusterPaths(client_id)
@@ -203,16 +204,21 @@ def test_batched_claims_whose_replies_were_lost_are_recognised(
     proxy.set_mode(DROP_REPLIES)
     outcomes = claims.claim_batches(batches)
     assert len(outcomes) == 2 and all(isinstance(o, Exception) for o in outcomes)
-    for batch in batches:  # they did land (the last one may still be on its way in)
-        for mine in batch:
-            path = paths.fire(mine.job, mine.scheduled)
-            wait_until(lambda p=path: kazoo.exists(p), 10, what=f"{path} to land")
+    time.sleep(1.0)  # what was sent has landed by now
     proxy.set_mode(PASS)
     wait_until(lambda: client.state == KazooState.CONNECTED, 10, what="reconnected")
+    landed = 0
     for batch in batches:
+        exists = [kazoo.exists(paths.fire(m.job, m.scheduled)) is not None for m in batch]
+        assert len(set(exists)) == 1, "a transaction applied in part"
         for mine in batch:
-            outcome = wait_until(lambda m=mine: _resolve(claims, m), 10, what="resolved")
-            assert isinstance(outcome, Claimed) and outcome.record.nonce == mine.nonce
+            if exists[0]:
+                outcome = wait_until(lambda m=mine: _resolve(claims, m), 10, what="resolved")
+                assert isinstance(outcome, Claimed) and outcome.record.nonce == mine.nonce
+                landed += 1
+            else:
+                assert claims.resolve(mine) is None
+    assert landed >= 1  # the first transaction was written before the replies stopped
 
 
 def test_a_prune_that_races_another_deletes_nothing(

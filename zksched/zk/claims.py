@@ -52,7 +52,7 @@ class Claimed:
 class AlreadyClaimed:
     record: FireRecord | None  # None when the existing record cannot be parsed (or pruned)
     pruned: bool = False  # a late claim refused: at or behind the job's pruning horizon
-    passed: bool = False  # a late claim refused: a newer record exists, none at the instant
+    passed: bool = False  # a late claim refused: a newer skip range covers the instant
 
 
 # a batch's claims; None: it did not apply; an exception: its outcome is unknown
@@ -133,9 +133,13 @@ class FireClaims:
             horizon = _horizon(raw)
             if horizon is not None and horizon >= record.scheduled:
                 return AlreadyClaimed(None, pruned=True)
-            # never behind a newer record: a job's instants are claimed in order
+            # never inside a skip range another member recorded meanwhile: the record just
+            # after the instant is the only one whose range can cover it
             children = wait(self._client.get_children_async(folder), self._timeout)
-            if record.scheduled not in children and any(c > record.scheduled for c in children):
+            newer = sorted(c for c in children if c > record.scheduled)
+            if record.scheduled not in children and newer and self._covers(
+                record.job, newer[0], record.scheduled
+            ):
                 return AlreadyClaimed(None, passed=True)
             self._ensure_fence()
             txn = self._client.transaction()
@@ -155,6 +159,17 @@ class FireClaims:
                 self._fence_ready = False  # the fence node was deleted: made again next time
             # the folder changed (a prune, or the job deleted and made again): read again
         raise ClaimConflict(f"{folder} kept changing while {record.scheduled} was claimed")
+
+    def _covers(self, job: str, node: str, instant: str) -> bool:
+        """Whether the record at `node` is a skip range reaching back to `instant`."""
+        try:
+            found = self.read(job, node)
+        except NoNodeError:
+            return False
+        if found is None or found.state != "skipped":
+            return False
+        covers_from = found.extra.get("covers_from")
+        return isinstance(covers_from, str) and covers_from <= instant
 
     def claim_batches(
         self, batches: list[list[FireRecord]], payloads: list[list[bytes]] | None = None

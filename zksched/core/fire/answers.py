@@ -130,11 +130,7 @@ class AnswerHandling(JobState):
                 if not resolving:
                     raise_illegal("ABSENT answers a resolve, not a claim")
                 refusal = self._refuse_start(fire, now, True)
-                # a trigger's instant is its own (never a scheduled one's): order is no matter
-                later = fire.kind != "trigger" and (
-                    self._last_claimed is not None and self._last_claimed > fire.instant
-                )
-                if refusal is None and not later and self.phase is JobPhase.ACTIVE:
+                if refusal is None and self.phase is JobPhase.ACTIVE:
                     fire.step(Step.CLAIM_SENT)
                     self._claim(fire, now)
                 else:

@@ -249,8 +249,6 @@ class JobFireMachine(CatchupPlanning, AnswerHandling):
 
     def _claim(self, fire: Fire, now: float) -> None:
         self.fires[fire.instant] = fire
-        if self._last_claimed is None or fire.instant > self._last_claimed:
-            self._last_claimed = fire.instant
         # A trigger's instant is a fresh second between scheduled ones: never late.
         late = fire.kind == "catchup" or (
             fire.kind == "scheduled"

@@ -88,10 +88,14 @@ class CatchupPlanning(JobState):
         )
         self._pending_plan = None
         spec = self.spec
-        # Holes (instants behind newer records that nothing covers) are recorded, never run:
-        # running one now would claim it after a later instant of the job, out of order.
+        # Holes (instants behind newer records that no skip range covers): run by `all`
+        # inside the window (a late claim, so never one a range has covered meanwhile;
+        # its fencing token is the newer owner's, larger), recorded otherwise.
+        window_start = _utc(self._plan_until - spec.catchup_window)
+        refill = [h for h in behind if spec.catchup == "all" and h > window_start]
         for hole in behind:
-            self._skip(hole, m.SkipReason.OUTSIDE_CATCHUP_WINDOW, record=True)
+            if hole not in refill:
+                self._skip(hole, m.SkipReason.OUTSIDE_CATCHUP_WINDOW, record=True)
         if plan.skipped and plan.first_skipped is not None:
             end = plan.run[0] - _MICRO if plan.run else _utc(self._plan_until)
             newest = spec.schedule_obj.latest_fire(after, end)
@@ -109,7 +113,7 @@ class CatchupPlanning(JobState):
                         plan.skipped,
                     )
                 )
-        self._queue.extend((instant, "catchup") for instant in plan.run)
+        self._queue.extend((instant, "catchup") for instant in sorted({*refill, *plan.run}))
         self._queue.extend((instant, "scheduled") for instant in self._waiting)
         self._waiting.clear()
         self.phase = JobPhase.ACTIVE

@@ -84,7 +84,6 @@ class JobState:
         self._next_due = _NEVER
         self._ahead_for: datetime | None = None  # the instant a lease was taken ahead for
         self._give_back = False  # give the lease back once no fire holds it
-        self._last_claimed: datetime | None = None
         self._queue: deque[tuple[datetime, m.FireKind]] = deque()  # catch-up, oldest first
         self._triggers: deque[str] = deque()
         self._trigger_at = 0.0  # triggers wait until then (a retry, or the next second)
