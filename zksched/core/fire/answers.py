@@ -21,14 +21,9 @@ class AnswerHandling(JobState):
             if self.lease is LeaseStage.FREE:
                 self._take_lease(fire.deadline - now)
         elif fire.stage is FireStage.UNKNOWN:
-            if now - fire.instant.timestamp() > max(
-                self.spec.catchup_window, self.tunables.resolve_give_up
-            ):
-                self._out.append(
-                    m.Warn(self.spec.name, "retry-abandoned", f"{self._key(fire)}: given up")
-                )
-                self._drop(fire, m.SkipReason.CLAIM_ERROR, "not settled in time")
-            elif self.session is None:
+            # never given up: a claim that landed would stay `running` under a live member;
+            # once resolved, one too late to start is recorded (`_refuse_start`)
+            if self.session is None:
                 fire.retry_at = now + self.tunables.retry_interval
             else:
                 fire.step(Step.RESOLVE_SENT)

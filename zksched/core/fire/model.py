@@ -280,6 +280,5 @@ class FireTunables:
     lease_wait_max: float = 30.0  # wait at most this long for another holder to let go
     late_claim_age: float = 1.0  # a claim this late checks the pruning horizon
     retry_interval: float = 0.5  # a failed read, lease take or unknown claim is tried again
-    resolve_give_up: float = 60.0  # an unknown claim is given up this long after its instant
     future_margin: float = 5.0  # records beyond now + this are from the future: ignored
     on_session_loss: Literal["terminate", "continue"] = "terminate"
