@@ -111,7 +111,7 @@ class AnswerHandling(JobState):
                     fire.step(Step.SETTLED)
                     self._skip(fire.instant, refusal[0], record=False, detail=refusal[1])
                     self._write(fire, "skipped", reason=refusal[0], error=refusal[1])
-                    if fire.trigger is not None and refusal[0] is m.SkipReason.STILL_RUNNING:
+                    if fire.trigger is not None and self.phase is not JobPhase.DELETED:
                         self._triggers.appendleft(fire.trigger)  # it runs once, later
             case m.ClaimOutcome.TAKEN:
                 holder = event.holder or "another member"
