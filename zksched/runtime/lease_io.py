@@ -16,6 +16,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 
 from zksched.core.fire import model as m
 from zksched.zk.connection import wait
@@ -127,10 +128,11 @@ class LeaseIO:
         for node, result in pending:
             try:
                 wait(result, self._timeout)
-            except Exception as exc:
-                if type(exc).__name__ != "NoNodeError":
-                    with self._mutex:
-                        self._leftovers.append(node)
+            except NoNodeError:
+                pass  # gone already (with its session, or by hand)
+            except Exception:  # kept: a node of a live session would block the job
+                with self._mutex:
+                    self._leftovers.append(node)
 
     def close(self) -> None:
         self._lockers.shutdown(wait=False, cancel_futures=True)

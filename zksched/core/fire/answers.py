@@ -6,8 +6,6 @@ from zksched.core.fire import model as m
 from zksched.core.fire.stages import COMMAND_UP, FireStage, LeaseStage, Step
 from zksched.core.fire.state import NEVER, Fire, JobPhase, JobState, raise_illegal
 
-_NEVER = NEVER
-
 
 class AnswerHandling(JobState):
     def _take_lease(self, wait: float) -> None:
@@ -16,7 +14,7 @@ class AnswerHandling(JobState):
         self._out.append(m.TakeLease(self.spec.name, wait))
 
     def _retry(self, fire: Fire, now: float) -> None:
-        fire.retry_at = _NEVER
+        fire.retry_at = NEVER
         if fire.stage is FireStage.LEASING:
             if self.lease is LeaseStage.FREE:
                 self._take_lease(fire.deadline - now)

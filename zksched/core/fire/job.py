@@ -31,8 +31,6 @@ from zksched.core.firekey import fire_key, jitter_of
 from zksched.core.jobspec import JobSpec
 from zksched.core.schedule import ScheduleError
 
-_NEVER = NEVER
-
 __all__ = ["Fire", "JobFireMachine", "JobPhase"]
 
 
@@ -130,7 +128,7 @@ class JobFireMachine(CatchupPlanning, AnswerHandling):
         wake = self._wake(now)
         if wake != self.wake_at:
             self.wake_at = wake
-            if wake != _NEVER:
+            if wake != NEVER:
                 self._out.append(m.SetTimer(self.spec.name, wake))
         out, self._out = self._out, []
         return out
@@ -166,7 +164,7 @@ class JobFireMachine(CatchupPlanning, AnswerHandling):
             self._next = self.spec.schedule_obj.next_fire(after)
             self._next_due = self._due_of(self._next)
         except ScheduleError:
-            self._next, self._next_due = None, _NEVER
+            self._next, self._next_due = None, NEVER
 
     def _due_of(self, instant: datetime) -> float:
         return instant.timestamp() + jitter_of(fire_key(self.spec.name, instant), self.spec.jitter)
@@ -179,7 +177,7 @@ class JobFireMachine(CatchupPlanning, AnswerHandling):
         try:
             return max(self._due_of(self.spec.schedule_obj.next_fire(instant)), due)
         except ScheduleError:
-            return _NEVER
+            return NEVER
 
     def _advance(self, now: float) -> None:
         if self._next is None and self.phase is not JobPhase.DELETED and self.owned:
@@ -293,7 +291,7 @@ class JobFireMachine(CatchupPlanning, AnswerHandling):
             times.append(self._next_due)
             if self._ahead_wanted():
                 times.append(self._next_due - self.tunables.lease_lead)
-        return min((t for t in times if t > now), default=_NEVER)
+        return min((t for t in times if t > now), default=NEVER)
 
     def _ahead_wanted(self) -> bool:
         """Whether the lease is to be taken ahead of the next instant (when it comes near)."""

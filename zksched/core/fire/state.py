@@ -26,7 +26,6 @@ from zksched.core.jobspec import JobSpec
 
 NEVER = float("inf")
 _UNDER_WAY = frozenset({FireStage.LEASING, FireStage.UNKNOWN, FireStage.RESOLVING})
-_NEVER = NEVER
 
 
 class JobPhase(enum.Enum):
@@ -52,7 +51,7 @@ class Fire:
     stage: FireStage
     deadline: float  # overlap = skip: claimed after this, it would start after its successor
     token: int | None = None
-    retry_at: float = _NEVER  # LEASING / UNKNOWN: when to try again
+    retry_at: float = NEVER  # LEASING / UNKNOWN: when to try again
     trigger: str | None = None  # the trigger it runs
 
     def step(self, step: Step) -> None:
@@ -81,7 +80,7 @@ class JobState:
         self.fires: dict[datetime, Fire] = {}
         self._out: list[m.Action] = []
         self._next: datetime | None = None  # the next scheduled instant not yet due
-        self._next_due = _NEVER
+        self._next_due = NEVER
         self._ahead_for: datetime | None = None  # the instant a lease was taken ahead for
         self._give_back = False  # give the lease back once no fire holds it
         self._queue: deque[tuple[datetime, m.FireKind]] = deque()  # catch-up, oldest first
@@ -92,10 +91,10 @@ class JobState:
         self._holder: tuple[str, bool] = ("another member", False)
         self._gap: datetime | None = None  # the first instant left waiting for the lease
         self._plan_lower = self._plan_until = 0.0
-        self._plan_retry = _NEVER
+        self._plan_retry = NEVER
         self._pending_plan: _Plan | None = None
         self._waiting: list[datetime] = []  # scheduled instants due while planning
-        self.wake_at = _NEVER
+        self.wake_at = NEVER
 
     @property
     def idle(self) -> bool:
