@@ -97,6 +97,33 @@ def _resolve(claims: FireClaims, mine: FireRecord) -> Claimed | AlreadyClaimed |
         return None
 
 
+def test_a_first_fire_claim_given_up_never_lands_after_its_resolve_found_nothing(
+    zk_client: Callable[..., KazooClient], kazoo: KazooClient, zk: str, client_id: str
+) -> None:
+    """A job's first claim meets no fire folder. If the wait for its reply gives up and a
+    resolve then finds no record, no create of that attempt may land later (kazoo's makepath
+    would send one from a callback, behind the resolve: the instant's record would then be
+    ours but unknown to us, `running` forever)."""
+    client = zk_client(zk)
+    paths = ClusterPaths(client_id)
+    impatient = FireClaims(client, paths, 0.000_01)  # gives up before any reply
+    patient = FireClaims(client, paths, 5.0)
+    gave_up = 0
+    for n in range(10):
+        job = f"first-{n}"
+        mine = record(job, "2026-01-01T00:00:00Z", f"nonce-{n}")
+        try:
+            impatient.claim(mine)
+        except (KazooException, KazooTimeoutError):
+            gave_up += 1
+        else:
+            continue  # answered within the blink: no lost reply to look at
+        if patient.resolve(mine) is None:
+            time.sleep(0.3)  # anything sent behind the resolve has landed by now
+            assert not kazoo.exists(paths.fire(job, "2026-01-01T00:00:00Z"))
+    assert gave_up > 0
+
+
 def test_prune_keeps_the_rest(
     zk_client: Callable[..., KazooClient], zk: str, client_id: str
 ) -> None:

@@ -98,12 +98,16 @@ class FireIO:
             self._submit(self._claim_one, claim, session)
 
     def _record(self, job: str, instant: datetime, session: int, kind: m.FireKind) -> FireRecord:
+        # every attempt at one instant carries the nonce of the first: whichever of them
+        # landed, resolving it finds it ours (an attempt is never mistaken for another's)
+        with self._mutex:
+            earlier = self._records.get((job, instant))
         record = FireRecord(
             job=job,
             scheduled=format_utc(instant),
             member_id=self._settings.member_id,
             session=session,
-            nonce=uuid.uuid4().hex[:16],
+            nonce=earlier.nonce if earlier is not None else uuid.uuid4().hex[:16],
             state="running",
             claimed_at=self._clock.iso(),
             kind=kind,

@@ -101,17 +101,26 @@ class FireClaims:
         """Create the fire record. Raises kazoo errors/timeouts when the outcome is unknown:
         call `resolve()` once connected again."""
         path = self._paths.fire(record.job, record.scheduled)
-        try:
-            _, stat = wait(
-                self._client.create_async(path, record.to_json(), makepath=True, include_data=True),
-                self._timeout,
-            )
-        except NodeExistsError:
-            outcome = self.resolve(record)
-            assert outcome is not None  # it exists: it was just reported so
-            return outcome
-        self._folders.add(record.job)
-        return Claimed(path, record.with_changes(fencing_token=stat.czxid), stat.czxid)
+        # One create request per attempt, never kazoo's makepath (which, after NoNode, makes
+        # the folder and sends the create again from a callback): a resolve sent after a lost
+        # reply must find every create of ours already applied or never to be applied.
+        for _ in range(2):
+            try:
+                _, stat = wait(
+                    self._client.create_async(path, record.to_json(), include_data=True),
+                    self._timeout,
+                )
+            except NoNodeError:  # its first fire: not applied; make the folder, then again
+                self._folders.discard(record.job)
+                self._ensure_folders([record.job])
+                continue
+            except NodeExistsError:
+                outcome = self.resolve(record)
+                assert outcome is not None  # it exists: it was just reported so
+                return outcome
+            self._folders.add(record.job)
+            return Claimed(path, record.with_changes(fencing_token=stat.czxid), stat.czxid)
+        raise ClaimConflict(f"the fire folder of {record.job} vanished twice while it was claimed")
 
     def claim_late(self, record: FireRecord) -> Claimed | AlreadyClaimed:
         """Create the record of an instant that may be older than records other members have
