@@ -22,7 +22,8 @@ from typing import Any
 
 from zksched import __version__
 from zksched.runtime.daemonstatus import PAGE_TYPE, DaemonStatus
-from zksched.runtime.probes import CONTENT_SECURITY_POLICY, ProbeProcess, PublishedBodies
+from zksched.runtime.probeprocess import ProbeProcess
+from zksched.runtime.probes import CONTENT_SECURITY_POLICY, PublishedBodies
 
 log = logging.getLogger(__name__)
 
