@@ -1,4 +1,5 @@
-"""The command runner (zksched/runtime/runner.py), against real subprocesses.
+"""The command runner (zksched/runtime/runner.py and the run modules beside it: runhandle,
+monitor, outputlog, supervisor), against real subprocesses.
 
 No ZooKeeper here. Timing bounds are deliberately loose: the machine is shared and noisy;
 what is asserted is what happened (status, exit code, which processes are left), not speed.
@@ -22,6 +23,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from zksched.runtime.outputlog import _OutputLog
 from zksched.runtime.runner import (
     DEFAULT_PATH,
     MAX_LINE_BYTES,
@@ -30,7 +32,6 @@ from zksched.runtime.runner import (
     RunningCommand,
     RunRequest,
     RunResult,
-    _OutputLog,
     default_base_env,
 )
 

@@ -20,9 +20,10 @@ from zksched.runtime.clock import Clock
 from zksched.runtime.clockprobe import ClockProbe
 from zksched.runtime.cluster import ClusterMembership, ClusterView
 from zksched.runtime.commands import FireSettings
+from zksched.runtime.daemonstatus import DaemonStatus
 from zksched.runtime.engine import FireEngine
 from zksched.runtime.gcsteward import GcSteward
-from zksched.runtime.http import DaemonStatus, HttpEndpoint
+from zksched.runtime.http import HttpEndpoint
 from zksched.runtime.jobs import JobsSnapshot, JobTableWatcher
 from zksched.runtime.reaper import Reaper
 from zksched.runtime.runner import CommandRunner
