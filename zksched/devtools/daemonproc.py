@@ -1,8 +1,8 @@
 """`zksched run` as a subprocess that logs JSON lines to a file.
 
 One class for everything that starts real daemons and reads what they did: the
-integration tests (integration/harness.py), the cluster benchmarks (bench_cluster.py) and
-the chaos run (chaos.py). The daemon is started with `--log-format json` and its HTTP
+integration tests (integration/harness.py), the cluster benchmarks (bench/cluster.py) and
+the chaos run (chaos/cluster.py). The daemon is started with `--log-format json` and its HTTP
 endpoint off (daemons side by side on one host would want the same port; a later `--http`
 in `run_args` wins), in a session of its own so that a signal reaches it alone.
 """
