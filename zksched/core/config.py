@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zksched.core.durations import parse_duration
-from zksched.core.jobspec import _TOML_ERROR_AT, _kind, _Lines
 from zksched.core.names import name_problem, parse_label
+from zksched.core.tomltext import TOML_ERROR_AT, TomlLines, toml_kind
 
 DEFAULT_CONFIG_PATH = "/etc/zksched/zksched.toml"
 MAX_CONFIG_BYTES = 1_000_000
@@ -76,7 +76,7 @@ class _Bad(ValueError):
 
 def _string(value: object, what: str = "a string") -> str:
     if not isinstance(value, str):
-        raise _Bad(f"must be {what}, not {_kind(value)}")
+        raise _Bad(f"must be {what}, not {toml_kind(value)}")
     if any(unicodedata.category(c) == "Cc" for c in value):
         raise _Bad("must not contain control characters")
     return value
@@ -91,7 +91,7 @@ def _nonempty(value: object) -> str:
 
 def _bool(value: object) -> bool:
     if not isinstance(value, bool):
-        raise _Bad(f"must be true or false, not {_kind(value)}")
+        raise _Bad(f"must be true or false, not {toml_kind(value)}")
     return value
 
 
@@ -111,7 +111,7 @@ def _seconds(low: float, high: float) -> Callable[[object], float]:
     def check(value: object) -> float:
         if isinstance(value, bool):
             raise _Bad(
-                f'must be a number of seconds or a duration such as "30s", not {_kind(value)}'
+                f'must be a number of seconds or a duration such as "30s", not {toml_kind(value)}'
             )
         if isinstance(value, int | float):
             seconds = float(value)
@@ -124,7 +124,7 @@ def _seconds(low: float, high: float) -> Callable[[object], float]:
                 raise _Bad(str(exc)) from None
         else:
             raise _Bad(
-                f'must be a number of seconds or a duration such as "30s", not {_kind(value)}'
+                f'must be a number of seconds or a duration such as "30s", not {toml_kind(value)}'
             )
         if not low <= seconds <= high:
             raise _Bad(f"{seconds:g}s is out of range ({low:g}s to {high:g}s)")
@@ -136,7 +136,7 @@ def _seconds(low: float, high: float) -> Callable[[object], float]:
 def _integer(low: int, high: int) -> Callable[[object], int]:
     def check(value: object) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise _Bad(f"must be an integer, not {_kind(value)}")
+            raise _Bad(f"must be an integer, not {toml_kind(value)}")
         if not low <= value <= high:
             raise _Bad(f"{value} is out of range ({low} to {high})")
         return value
@@ -166,11 +166,11 @@ def _auth(value: object) -> str:
 def _labels(value: object) -> list[str]:
     """A table of label key -> value; click's `--label` takes them as K=V strings."""
     if not isinstance(value, Mapping):
-        raise _Bad(f'must be a table such as {{ role = "db" }}, not {_kind(value)}')
+        raise _Bad(f'must be a table such as {{ role = "db" }}, not {toml_kind(value)}')
     result: list[str] = []
     for key, label in value.items():
         if not isinstance(label, str):
-            raise _Bad(f"label {key!r} must be a string, not {_kind(label)}")
+            raise _Bad(f"label {key!r} must be a string, not {toml_kind(label)}")
         try:
             parse_label(f"{key}={label}")
         except ValueError as exc:
@@ -197,7 +197,9 @@ def _http(value: object) -> str:
 def _patterns(value: object) -> list[str]:
     """The command allow-list: fnmatch patterns on a job's argv[0]."""
     if not isinstance(value, list):
-        raise _Bad(f'must be an array of patterns such as ["/usr/local/bin/*"], not {_kind(value)}')
+        raise _Bad(
+            f'must be an array of patterns such as ["/usr/local/bin/*"], not {toml_kind(value)}'
+        )
     if not value:
         raise _Bad("is empty, which would refuse every job; remove the key to allow every command")
     if len(value) > MAX_PATTERNS:
@@ -205,7 +207,7 @@ def _patterns(value: object) -> list[str]:
     result: list[str] = []
     for index, pattern in enumerate(value):
         if not isinstance(pattern, str):
-            raise _Bad(f"pattern #{index + 1} must be a string, not {_kind(pattern)}")
+            raise _Bad(f"pattern #{index + 1} must be a string, not {toml_kind(pattern)}")
         if not pattern.strip():
             raise _Bad(f"pattern #{index + 1} is empty")
         if len(pattern) > MAX_PATTERN_LENGTH:
@@ -335,7 +337,7 @@ def parse_config(
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         message = str(exc)
-        at = _TOML_ERROR_AT.search(message)
+        at = TOML_ERROR_AT.search(message)
         line = int(at.group(1)) if at else None
         if at:
             message = f"{message[: at.start()]} (column {at.group(2)})"
@@ -347,7 +349,7 @@ def parse_config(
         raise ConfigError(
             [ConfigProblem(None, f"invalid TOML: {str(exc)[:120]}", None, source)]
         ) from None
-    line_of = _Lines(text)
+    line_of = TomlLines(text)
     problems: list[ConfigProblem] = []
     top = {k: v for k, v in document.items() if k != "run"}
     options = _check_table(top, GLOBAL_KEYS, "", problems, line_of, source)
@@ -359,7 +361,10 @@ def parse_config(
         else:
             problems.append(
                 ConfigProblem(
-                    "run", f"must be a table ([run]), not {_kind(table)}", line_of("run"), source
+                    "run",
+                    f"must be a table ([run]), not {toml_kind(table)}",
+                    line_of("run"),
+                    source,
                 )
             )
     config = FileConfig(source, options, run)

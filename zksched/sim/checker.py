@@ -14,8 +14,8 @@ from datetime import datetime, timedelta
 from zksched.core.firekey import fire_key, jitter_of, parse_utc
 from zksched.core.jobspec import JobSpec
 from zksched.core.schedule import ScheduleError
-from zksched.sim.ledger import Ledger
-from zksched.sim.member import Run, decode
+from zksched.sim.ledger import Ledger, Run
+from zksched.sim.records import decode
 from zksched.sim.world import EPOCH
 from zksched.sim.zkmodel import ZkModel
 

@@ -7,15 +7,40 @@ import bisect
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from zksched.core.fire import model as m
 from zksched.core.jobspec import JobSpec
-
-if TYPE_CHECKING:
-    from zksched.sim.member import Run, SimMember
+from zksched.sim.world import World
 
 Table = dict[str, tuple[JobSpec, float]]
+
+
+class MemberView(Protocol):
+    """What the ledger reads of the member that started a run or took a trigger."""
+
+    world: World
+    name: str
+    incarnation: int
+    session: int | None
+    last_heard: float
+
+
+@dataclass
+class Run:
+    """One command run: its fire, the member (session, fencing token) that started it, when
+    (true time and the member's clock), and how it ended."""
+
+    job: str
+    instant: datetime
+    kind: str
+    member: str
+    session: int
+    token: int
+    started: float  # true time
+    local_started: float
+    ended: float | None = None
+    status: str = ""
 
 
 @dataclass
@@ -61,7 +86,7 @@ class Ledger:
         last = max(bisect.bisect_right(self.table_times, end) - 1, 0)
         return [self.tables[self.table_versions[i]] for i in range(first, last + 1)]
 
-    def started(self, run: Run, member: SimMember) -> None:
+    def started(self, run: Run, member: MemberView) -> None:
         self.runs.append(run)
         self.silence_at_start[id(run)] = member.world.t - member.last_heard
 
@@ -69,7 +94,7 @@ class Ledger:
         if run.ended is None:
             run.ended, run.status = at, status
 
-    def trigger_taken(self, node: str, member: SimMember) -> None:
+    def trigger_taken(self, node: str, member: MemberView) -> None:
         job = node.rsplit(".", 1)[0]
         self.takes.append(
             TriggerTake(node, job, member.name, member.incarnation, member.session or 0,

@@ -1,0 +1,307 @@
+"""A job's fields: the keys a job may set, their limits, and one check per key.
+
+Each check turns a file or record value into the spec's value, or raises `_Bad` saying why;
+`_check_job_table` runs them over a whole job (or [defaults]) table and collects every
+problem.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Literal, cast
+
+from zksched.core.cronexpr import CronSyntaxError, parse_cron
+from zksched.core.durations import format_duration_ms, parse_duration_ms
+from zksched.core.jobspec.frozenmap import FrozenMap
+from zksched.core.jobspec.problems import SpecProblem, _Bad, _LineOf, _show
+from zksched.core.names import name_problem, parse_label
+from zksched.core.tomltext import toml_kind
+from zksched.core.zones import UnknownZoneError, load_zone
+
+MAX_ARGS = 1024
+MAX_ARG_CHARS = 65_536
+MAX_ENV = 256
+MAX_LABELS = 64
+MAX_WORKDIR_CHARS = 4096
+MAX_JITTER_MS = 86_400_000  # 1d
+MAX_CATCHUP_WINDOW_MS = 366 * 86_400_000
+MIN_HISTORY, MAX_HISTORY = 1, 1000
+
+Overlap = Literal["skip", "allow"]
+Catchup = Literal["latest", "all", "none"]
+OVERLAP_POLICIES: tuple[Overlap, ...] = ("skip", "allow")
+CATCHUP_POLICIES: tuple[Catchup, ...] = ("latest", "all", "none")
+
+# Every key a job (or [defaults]) may set, in the order problems are reported.
+JOB_KEYS = (
+    "schedule",
+    "command",
+    "timezone",
+    "timeout",
+    "jitter",
+    "overlap",
+    "catchup",
+    "catchup_window",
+    "labels",
+    "env",
+    "history",
+    "paused",
+    "workdir",
+)
+REQUIRED_KEYS = ("schedule", "command")
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
+
+
+# -- value checks, one per key; each turns a file/record value into the spec's value ------------
+
+
+def _string(value: object, what: str, limit: int) -> str:
+    if not isinstance(value, str):
+        raise _Bad(f"{what} must be a string, not {toml_kind(value)}")
+    if len(value) > limit:
+        raise _Bad(f"{what} is {len(value)} characters long; the limit is {limit}")
+    if "\x00" in value:
+        raise _Bad(f"{what} contains a NUL character")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _Bad(f"{what} is not valid Unicode (a lone surrogate)") from None
+    return value
+
+
+def _check_schedule(value: object) -> str:
+    text = _string(value, "the schedule", 1024)
+    try:
+        return parse_cron(text).text
+    except CronSyntaxError as exc:
+        raise _Bad(str(exc)) from None
+
+
+def _check_timezone(value: object) -> str:
+    name = _string(value, "the time zone", 128)
+    try:
+        load_zone(name)
+    except UnknownZoneError as exc:
+        raise _Bad(f'{exc} (use an IANA name such as "Europe/Berlin" or "UTC")') from None
+    return name
+
+
+def _check_command(value: object) -> tuple[str, ...]:
+    if isinstance(value, str):
+        raise _Bad(
+            'the command must be an array of strings (argv, no shell), e.g. ["/usr/bin/backup", '
+            '"--full"]; for a shell line use ["/bin/sh", "-c", "..."]'
+        )
+    if not isinstance(value, list | tuple):
+        raise _Bad(f"the command must be an array of strings, not {toml_kind(value)}")
+    if not value:
+        raise _Bad("the command must not be empty")
+    if len(value) > MAX_ARGS:
+        raise _Bad(f"the command has {len(value)} arguments; the limit is {MAX_ARGS}")
+    argv = tuple(_string(arg, f"argument {i}", MAX_ARG_CHARS) for i, arg in enumerate(value))
+    if argv[0] == "":
+        raise _Bad("the command's program (its first element) must not be empty")
+    return argv
+
+
+def _millis(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, str):
+        raise _Bad(f'{what} must be a duration string such as "30s", not {toml_kind(value)}')
+    try:
+        return parse_duration_ms(value)
+    except ValueError as exc:
+        raise _Bad(str(exc)) from None
+
+
+def _check_timeout(value: object) -> float | None:
+    if value is None or (isinstance(value, str) and value.strip().lower() == "none"):
+        return None
+    millis = _millis(value, "the timeout")
+    if millis <= 0:
+        raise _Bad('the timeout must be positive (leave it out, or write "none", for no limit)')
+    return millis / 1000
+
+
+def _check_jitter(value: object) -> float:
+    millis = _millis(value, "the jitter")
+    if millis > MAX_JITTER_MS:
+        raise _Bad(f"the jitter is {format_duration_ms(millis)}; the limit is 1d")
+    return millis / 1000
+
+
+def _check_catchup_window(value: object) -> float:
+    millis = _millis(value, "the catch-up window")
+    if millis > MAX_CATCHUP_WINDOW_MS:
+        raise _Bad(f"the catch-up window is {format_duration_ms(millis)}; the limit is 366d")
+    return millis / 1000
+
+
+def _choice(value: object, what: str, choices: tuple[str, ...]) -> str:
+    if not isinstance(value, str) or value not in choices:
+        shown = _show(value) if isinstance(value, str) else toml_kind(value)
+        raise _Bad(f"{what} must be one of {', '.join(choices)}; got {shown}")
+    return value
+
+
+def _check_overlap(value: object) -> Overlap:
+    return cast(Overlap, _choice(value, "overlap", OVERLAP_POLICIES))
+
+
+def _check_catchup(value: object) -> Catchup:
+    return cast(Catchup, _choice(value, "catchup", CATCHUP_POLICIES))
+
+
+def _table(value: object, what: str, limit: int) -> Mapping[object, object]:
+    if not isinstance(value, Mapping):
+        raise _Bad(
+            f'{what} must be a table of strings, e.g. {{ KEY = "value" }}, not {toml_kind(value)}'
+        )
+    if len(value) > limit:
+        raise _Bad(f"{what} has {len(value)} entries; the limit is {limit}")
+    return value
+
+
+def _entries(
+    value: object, what: str, limit: int, check: Callable[[object, object], str]
+) -> FrozenMap:
+    """Check every entry of a labels/env table, reporting all bad entries at once."""
+    good: dict[str, str] = {}
+    bad: list[str] = []
+    for key, item in _table(value, what, limit).items():
+        try:
+            good[cast(str, key)] = check(key, item)
+        except _Bad as exc:
+            bad.append(str(exc))
+    if bad:
+        raise _Bad("; ".join(bad))
+    return FrozenMap(good)
+
+
+def _label_entry(key: object, item: object) -> str:
+    problem = name_problem(key, "label key")
+    if problem is not None:
+        raise _Bad(problem)
+    text = _string(item, f"label {_show(cast(str, key))}", 256)
+    try:
+        parse_label(f"{key}={text}")  # the rule members' --label values follow
+    except ValueError as exc:
+        raise _Bad(str(exc)) from None
+    return text
+
+
+def _env_entry(key: object, item: object) -> str:
+    if not isinstance(key, str) or not (key.isascii() and _ENV_NAME.fullmatch(key)):
+        shown = _show(key) if isinstance(key, str) else toml_kind(key)
+        raise _Bad(
+            f"environment variable name {shown} is not allowed: use letters, digits and "
+            "'_', not starting with a digit"
+        )
+    if key.upper().startswith("ZKSCHED_"):
+        raise _Bad(f"environment variable {key} is reserved: zksched sets ZKSCHED_* itself")
+    return _string(item, f"the value of {key}", MAX_ARG_CHARS)
+
+
+def _check_labels(value: object) -> FrozenMap:
+    return _entries(value, "labels", MAX_LABELS, _label_entry)
+
+
+def _check_env(value: object) -> FrozenMap:
+    return _entries(value, "env", MAX_ENV, _env_entry)
+
+
+def _check_history(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _Bad(f"history must be an integer, not {toml_kind(value)}")
+    if not MIN_HISTORY <= value <= MAX_HISTORY:
+        shown = str(value) if abs(value) < 10**12 else "a huge number"
+        raise _Bad(f"history must be between {MIN_HISTORY} and {MAX_HISTORY}, got {shown}")
+    return value
+
+
+def _check_paused(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise _Bad(f"paused must be true or false, not {toml_kind(value)}")
+    return value
+
+
+def _check_workdir(value: object) -> str | None:
+    if value is None:
+        return None
+    path = _string(value, "workdir", MAX_WORKDIR_CHARS)
+    if not path.startswith("/"):
+        raise _Bad(f"workdir must be an absolute path, got {_show(path)}")
+    return path
+
+
+_CHECKS: dict[str, Callable[[object], Any]] = {
+    "schedule": _check_schedule,
+    "command": _check_command,
+    "timezone": _check_timezone,
+    "timeout": _check_timeout,
+    "jitter": _check_jitter,
+    "overlap": _check_overlap,
+    "catchup": _check_catchup,
+    "catchup_window": _check_catchup_window,
+    "labels": _check_labels,
+    "env": _check_env,
+    "history": _check_history,
+    "paused": _check_paused,
+    "workdir": _check_workdir,
+}
+
+
+def _unknown_key(key: object, known: Iterable[str]) -> str:
+    if not isinstance(key, str):
+        return "unknown key"
+    close = difflib.get_close_matches(key, list(known), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"unknown key{hint}; known keys: {', '.join(known)}"
+
+
+def _check_job_table(
+    raw: Mapping[object, object],
+    job: str | None,
+    problems: list[SpecProblem],
+    line_of: _LineOf,
+    where: tuple[str, ...] = (),
+    prefix: str = "",
+) -> dict[str, object] | None:
+    """Check each key of a job (or [defaults]) table; the good values, or None if any is bad."""
+    values: dict[str, object] = {}
+    bad = False
+    for key, value in raw.items():
+        if key not in _CHECKS:
+            shown_key = key if isinstance(key, str) else "?"
+            problems.append(
+                SpecProblem(
+                    job,
+                    prefix + shown_key,
+                    _unknown_key(key, JOB_KEYS),
+                    line_of(*where, shown_key),
+                )
+            )
+            bad = True
+            continue
+        try:
+            values[key] = _CHECKS[key](value)
+        except _Bad as exc:
+            problems.append(SpecProblem(job, prefix + key, str(exc), line_of(*where, key)))
+            bad = True
+    return None if bad else values
+
+
+def _missing(present: Iterable[object], job: str | None, line: int | None) -> list[SpecProblem]:
+    """A problem for each required key not in `present`."""
+    keys = set(present)
+    hints = {
+        "schedule": 'every job needs one, e.g. schedule = "0 2 * * *"',
+        "command": 'every job needs one: an argv array, e.g. command = ["/usr/bin/backup"]',
+    }
+    return [
+        SpecProblem(job, key, f"missing: {hints[key]}", line)
+        for key in REQUIRED_KEYS
+        if key not in keys
+    ]

@@ -1,0 +1,253 @@
+"""The job spec (a frozen dataclass, always valid) and its canonical record.
+
+The canonical record (`JobSpec.to_record`) holds every key, durations as canonical text
+("1h", "90s", "500ms"), and `"format": 1`; `canonical_json` is its sorted, compact UTF-8 JSON
+and `content_hash` the start of its SHA-256, so equal specs hash equally on every host.
+`JobSpec.from_record` checks a stored record exactly like a job file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, cast
+
+from zksched.core.durations import format_duration_ms
+from zksched.core.jobspec.fields import (
+    _CHECKS,
+    JOB_KEYS,
+    Catchup,
+    Overlap,
+    _check_catchup_window,
+    _check_jitter,
+    _check_job_table,
+    _check_timeout,
+    _missing,
+)
+from zksched.core.jobspec.frozenmap import _EMPTY
+from zksched.core.jobspec.problems import JobSpecError, SpecProblem, _Bad, _LineOf
+from zksched.core.names import name_problem
+from zksched.core.schedule import Schedule, ScheduleError
+from zksched.core.tomltext import toml_kind
+
+FORMAT = 1
+# One job's canonical record; ZooKeeper's default node limit is 1 MiB, and records may share
+# a node, so a single job stays far below it.
+MAX_RECORD_BYTES = 256 * 1024
+RECORD_KEYS = ("format", "name", *JOB_KEYS)
+
+
+def _seconds_to_millis(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _Bad(f"{what} must be a number of seconds, not {toml_kind(value)}")
+    if not abs(value) <= 10**12:  # also catches NaN and infinities
+        raise _Bad(f"{what} is out of range")
+    return round(value * 1000)
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One job, validated. Durations are float seconds (millisecond precision)."""
+
+    name: str
+    schedule: str
+    command: tuple[str, ...]
+    timezone: str = "UTC"
+    timeout: float | None = None  # None: no limit
+    jitter: float = 0.0
+    overlap: Overlap = "skip"
+    catchup: Catchup = "latest"
+    catchup_window: float = 3600.0
+    labels: Mapping[str, str] = field(default=_EMPTY)
+    env: Mapping[str, str] = field(default=_EMPTY)
+    history: int = 20
+    paused: bool = False
+    workdir: str | None = None  # absolute; None: the daemon's working directory
+
+    def __post_init__(self) -> None:
+        job = self.name if isinstance(self.name, str) else None
+        problems: list[SpecProblem] = []
+
+        def normalise(key: str, check: Callable[[object], Any], value: object) -> None:
+            try:
+                object.__setattr__(self, key, check(value))
+            except _Bad as exc:
+                problems.append(SpecProblem(job, key, str(exc)))
+
+        # Durations arrive as seconds here; round them to the millisecond and reuse the
+        # text checks so that the bounds are the file's bounds.
+        for key, check in (
+            ("timeout", _check_timeout),
+            ("jitter", _check_jitter),
+            ("catchup_window", _check_catchup_window),
+        ):
+            value = getattr(self, key)
+            if value is None and key == "timeout":
+                continue
+            try:
+                millis = _seconds_to_millis(value, key)
+                if millis < 0:
+                    raise _Bad(f"{key} must not be negative")
+                normalise(key, check, format_duration_ms(millis))
+            except _Bad as exc:
+                problems.append(SpecProblem(job, key, str(exc)))
+        for key in JOB_KEYS:
+            if key not in ("timeout", "jitter", "catchup_window"):
+                normalise(key, _CHECKS[key], getattr(self, key))
+        problems[:0] = self._whole_problems(fields_ok=not problems)
+        if problems:
+            raise JobSpecError(problems)
+
+    @classmethod
+    def _from_checked(cls, name: object, values: Mapping[str, object]) -> JobSpec:
+        """A spec from values that already passed _CHECKS: skips checking them twice."""
+        spec = object.__new__(cls)
+        for spec_field in dataclasses.fields(cls):
+            default = values.get(spec_field.name, spec_field.default)
+            object.__setattr__(spec, spec_field.name, default)
+        object.__setattr__(spec, "name", name)
+        problems = spec._whole_problems(fields_ok=True)
+        if problems:
+            raise JobSpecError(problems)
+        return spec
+
+    def _whole_problems(self, fields_ok: bool) -> list[SpecProblem]:
+        """The name, and (when every field is fine) what depends on several fields."""
+        job = self.name if isinstance(self.name, str) else None
+        name_issue = name_problem(self.name, "job name")
+        if name_issue is not None:
+            return [SpecProblem(job, "name", name_issue)]
+        if not fields_ok:
+            return []
+        try:
+            Schedule.parse(self.schedule, self.timezone)
+        except ScheduleError as exc:  # pragma: no cover - both parts were checked alone
+            return [SpecProblem(job, "schedule", str(exc))]
+        # JSON text is at most 6 bytes per character (\u0000 escapes): only a spec that
+        # might be too big pays for serialising it here.
+        if _rough_chars(self) * 6 + 4096 > MAX_RECORD_BYTES:
+            size = len(canonical_json(self))
+            if size > MAX_RECORD_BYTES:
+                return [
+                    SpecProblem(
+                        job,
+                        None,
+                        f"the job is {size} bytes as a record; the limit is {MAX_RECORD_BYTES}",
+                    )
+                ]
+        return []
+
+    @cached_property
+    def schedule_obj(self) -> Schedule:
+        """The parsed schedule in the job's time zone."""
+        return Schedule.parse(self.schedule, self.timezone)
+
+    @cached_property
+    def content_hash(self) -> str:
+        """First 16 hex digits of the SHA-256 of canonical_json(self)."""
+        return hashlib.sha256(canonical_json(self)).hexdigest()[:16]
+
+    def to_record(self) -> dict[str, Any]:
+        """The canonical JSON-able form (plain dicts, lists, strings, ints, bools, null)."""
+        return {
+            "format": FORMAT,
+            "name": self.name,
+            "schedule": self.schedule,
+            "command": list(self.command),
+            "timezone": self.timezone,
+            "timeout": None if self.timeout is None else _duration_text(self.timeout),
+            "jitter": _duration_text(self.jitter),
+            "overlap": self.overlap,
+            "catchup": self.catchup,
+            "catchup_window": _duration_text(self.catchup_window),
+            "labels": dict(self.labels),
+            "env": dict(self.env),
+            "history": self.history,
+            "paused": self.paused,
+            "workdir": self.workdir,
+        }
+
+    @classmethod
+    def from_record(cls, data: object) -> JobSpec:
+        """A spec from a stored record (a dict, or its JSON text); JobSpecError if invalid.
+
+        Checked exactly like a job file; keys other than format, name, schedule and command
+        may be missing (their defaults apply), unknown keys are errors.
+        """
+        if isinstance(data, bytes | bytearray | str):
+            try:
+                data = json.loads(data)
+            except (ValueError, RecursionError) as exc:
+                message = str(exc) if isinstance(exc, ValueError) else "nested too deeply"
+                raise JobSpecError(
+                    [SpecProblem(None, None, f"the record is not JSON: {message[:200]}")]
+                ) from None
+        if not isinstance(data, Mapping):
+            raise JobSpecError(
+                [SpecProblem(None, None, f"a job record must be an object, not {toml_kind(data)}")]
+            )
+        name = data.get("name")
+        job = name if isinstance(name, str) else None
+        problems: list[SpecProblem] = []
+        version = data.get("format")
+        if not (type(version) is int and version == FORMAT):
+            problems.append(
+                SpecProblem(
+                    job, "format", f"unsupported record format; this zksched reads format {FORMAT}"
+                )
+            )
+        if name is None:
+            problems.append(SpecProblem(None, "name", "missing"))
+        raw = {k: v for k, v in data.items() if k not in ("format", "name")}
+        values = _check_job_table(raw, job, problems, lambda *_: None)
+        if problems or values is None:
+            raise JobSpecError(problems)
+        return _build(cast(str, name), values, job, problems, lambda *_: None)
+
+
+def _rough_chars(spec: JobSpec) -> int:
+    """The number of characters in a spec's strings (what its record size grows with)."""
+    return (
+        len(spec.name)
+        + len(spec.schedule)
+        + len(spec.timezone)
+        + len(spec.workdir or "")
+        + sum(len(arg) + 3 for arg in spec.command)
+        + sum(len(k) + len(v) + 6 for k, v in spec.labels.items())
+        + sum(len(k) + len(v) + 6 for k, v in spec.env.items())
+    )
+
+
+def _duration_text(seconds: float) -> str:
+    return format_duration_ms(round(seconds * 1000))
+
+
+def canonical_json(spec: JobSpec) -> bytes:
+    """The record as sorted, compact UTF-8 JSON: the bytes stored and hashed."""
+    return json.dumps(
+        spec.to_record(), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    ).encode("utf-8")
+
+
+def _build(
+    name: str,
+    values: Mapping[str, object],
+    job: str | None,
+    problems: list[SpecProblem],
+    line_of: _LineOf,
+    where: tuple[str, ...] = (),
+) -> JobSpec:
+    missing = _missing(values, job, line_of(*where))
+    if missing:
+        raise JobSpecError(problems + missing)
+    try:
+        return JobSpec._from_checked(name, values)
+    except JobSpecError as exc:
+        for problem in exc.problems:
+            problem.line = problem.line or line_of(*where, problem.field or "")
+        problems.extend(exc.problems)
+        raise JobSpecError(problems) from None
