@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -16,7 +15,14 @@ from kazoo.security import Permissions
 
 from integration.harness import wait_until
 from zksched.core.owners import Member
-from zksched.devtools.faultproxy import BLACKHOLE, CORRUPT_ONCE, DROP_REPLIES, PASS, FaultProxy
+from zksched.devtools.faultproxy import (
+    BLACKHOLE,
+    CORRUPT_ONCE,
+    DROP_REPLIES,
+    PASS,
+    THROTTLE,
+    FaultProxy,
+)
 from zksched.runtime.cluster import ClusterMembership
 from zksched.zk.connection import ZkSettings, close_quietly, connect
 from zksched.zk.membership import MemberReader, MemberRegistration
@@ -272,50 +278,34 @@ def test_a_resync_with_the_same_members_publishes_nothing_and_keeps_the_table(
 
 
 def test_a_deep_queue_of_own_requests_is_not_silence(
-    zk_client: Callable[..., KazooClient], zk: str, client_id: str
+    zk_client: Callable[..., KazooClient], proxy_to: Callable[..., FaultProxy], client_id: str
 ) -> None:
     """Fires due together queue thousands of requests at once, and the watchdog's probe waits
     behind all of them while ZooKeeper answers every one. That is contact, not silence:
     counting only the probe's reply made a burst look like a dying connection, and the loss
     policy terminated the commands of a session that was fine (CI's 2,000-job burst)."""
+    proxy = proxy_to()
     paths = ClusterPaths(client_id)
-    client = zk_client(zk)
+    client = zk_client(proxy.address)
     membership = ClusterMembership(client, paths, Member(member_id="m"), TIMEOUT)
     connected: list[bool] = []
     membership.add_view_listener(lambda view: connected.append(view.connected))
     membership.start()
     wait_until(lambda: membership.view.active, 10, what="joined")
     seen = len(connected)
-
-    # A busy Python thread makes kazoo's I/O thread wait for the GIL at every reply (at the
-    # default 5 ms switch interval), so a few hundred requests take seconds to answer.
-    busy = threading.Event()
-
-    def burn() -> None:
-        while not busy.is_set():
-            sum(range(1000))
-
-    burner = threading.Thread(target=burn, daemon=True)
-    burner.start()
-    switch = sys.getswitchinterval()
+    # replies trickle in at 16 KiB/s (a saturated server), each exists reply ~90 bytes: the
+    # probe behind 1,000 of them waits several seconds, well past the loss margin
+    proxy.set_mode(THROTTLE, rate=16 * 1024)
     try:
-        behind, count = 0.0, 100
-        # as deep as it takes (3,200 drained in 0.76 s in one CI run at the default switch
-        # interval, 1,600 took > 1.5 s in others): a longer interval makes the I/O thread
-        # wait longer for the GIL at every turn, and the depth needed less variable
-        sys.setswitchinterval(0.02)
-        while behind <= membership.loss_margin and count <= 12_800:
-            queued = [client.exists_async(paths.members) for _ in range(count)]
-            last = client.exists_async(paths.members)  # where the probe stands: behind them
-            began = time.monotonic()
-            for result in queued:
-                result.get(timeout=120)
-            last.get(timeout=120)
-            behind, count = time.monotonic() - began, count * 2
+        queued = [client.exists_async(paths.members) for _ in range(1000)]
+        last = client.exists_async(paths.members)  # where the probe stands: behind them
+        began = time.monotonic()
+        for result in queued:
+            result.get(timeout=60)
+        last.get(timeout=60)
+        behind = time.monotonic() - began
     finally:
-        sys.setswitchinterval(switch)
-        busy.set()
-        burner.join()
+        proxy.set_mode(PASS)
     assert behind > membership.loss_margin, f"the queue drained in {behind:.2f}s; no test"
     assert all(connected[seen:]), "went silent while ZooKeeper answered its every request"
     assert membership.view.active

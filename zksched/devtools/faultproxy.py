@@ -6,6 +6,8 @@ Modes, switchable at any time:
   session expires on the server after the timeout);
 - reset: abort every connection with RST and refuse new ones the same way;
 - delay: forward each chunk `delay` seconds late, each way, order kept;
+- throttle: forward replies at `rate` bytes a second, in small slices, order kept (a
+  saturated server or link: every reply comes, steadily, but a deep queue takes long);
 - drop-replies: forward requests to the server; when a reply comes back, abort the
   connection instead of delivering it (a create that succeeds on the server while the client
   sees ConnectionLoss). Bytes are never dropped from a live stream: TCP does not do that.
@@ -26,6 +28,8 @@ import time
 from dataclasses import dataclass, field
 
 PASS, BLACKHOLE, RESET, DELAY = "pass", "blackhole", "reset", "delay"
+THROTTLE = "throttle"
+_SLICE = 256  # bytes a throttled reply stream moves at a time
 DROP_REPLIES = "drop-replies"
 CORRUPT_ONCE = "corrupt-once"
 
@@ -54,6 +58,7 @@ class FaultProxy:
     port: int = 0
     mode: str = PASS
     delay: float = 0.0
+    rate: float = 0.0  # THROTTLE: bytes a second
     _listener: socket.socket | None = None
     _pairs: list[_Pair] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -79,10 +84,12 @@ class FaultProxy:
         threading.Thread(target=self._delay_loop, name="proxy-delay", daemon=True).start()
         return self
 
-    def set_mode(self, mode: str, delay: float = 0.0) -> None:
-        if mode not in (PASS, BLACKHOLE, RESET, DELAY, DROP_REPLIES, CORRUPT_ONCE):
+    def set_mode(self, mode: str, delay: float = 0.0, rate: float = 0.0) -> None:
+        if mode not in (PASS, BLACKHOLE, RESET, DELAY, THROTTLE, DROP_REPLIES, CORRUPT_ONCE):
             raise ValueError(f"unknown proxy mode {mode!r}")
-        self.mode, self.delay = mode, delay
+        if mode == THROTTLE and rate <= 0:
+            raise ValueError("throttle needs a rate in bytes a second")
+        self.mode, self.delay, self.rate = mode, delay, rate
         if mode == RESET:
             with self._lock:
                 pairs, self._pairs = self._pairs, []
@@ -153,6 +160,11 @@ class FaultProxy:
                 if mode == RESET:
                     self._close(pair, abort=True)
                     return
+                if mode == THROTTLE and sock is pair.upstream:
+                    for at in range(0, len(data), _SLICE):
+                        piece = data[at : at + _SLICE]
+                        self._schedule(peers[sock], piece, len(piece) / self.rate)
+                    continue
                 if (mode == DELAY and self.delay > 0) or self._queued.get(peers[sock], 0):
                     # Still-queued chunks go first, even after the delay is switched off:
                     # TCP never reorders a stream (kazoo dies on reordered replies).
@@ -165,11 +177,11 @@ class FaultProxy:
                     return
         self._close(pair, abort=False)
 
-    def _schedule(self, dest: socket.socket, data: bytes) -> None:
+    def _schedule(self, dest: socket.socket, data: bytes, spacing: float = 0.0) -> None:
         with self._delay_cv:
             delay = self.delay if self.mode == DELAY else 0.0
             # Never earlier than what is queued for the same socket: order is kept.
-            due = max(time.monotonic() + delay, self._last_due.get(dest, 0.0))
+            due = max(time.monotonic() + delay, self._last_due.get(dest, 0.0) + spacing)
             self._last_due[dest] = due
             self._queued[dest] = self._queued.get(dest, 0) + 1
             heapq.heappush(self._delayed, (due, next(self._seq), dest, data))
