@@ -10,7 +10,7 @@ from zksched.core.jobspec import parse_job_file
 from zksched.core.jobtable import JobEntry
 from zksched.core.owners import Member, OwnerTable
 from zksched.runtime.activity import ActivityLog
-from zksched.runtime.http import parse_http_address
+from zksched.runtime.http_address import parse_http_address
 from zksched.runtime.statuspage import (
     FireResult,
     SkipRow,

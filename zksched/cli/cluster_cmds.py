@@ -18,8 +18,7 @@ from zksched.cli.output import echo_json, echo_table
 from zksched.core.jobtable import parse_stored
 from zksched.core.names import name_problem, parse_label
 from zksched.core.owners import OwnerTable
-from zksched.runtime.daemon import Daemon, DaemonConfig, default_member_id
-from zksched.runtime.http import DEFAULT_HTTP, HttpUnavailable, parse_http_address
+from zksched.runtime.http_address import DEFAULT_HTTP
 from zksched.runtime.logs import setup_logging
 from zksched.zk.clocks import ClockReading, read_clocks
 from zksched.zk.jobstore import ConcurrentChange, CorruptTable, JobStore
@@ -105,6 +104,10 @@ def run(
     clock_offset: float,
 ) -> None:
     """Run the daemon: join the cluster, keep the owner table, fire owned jobs."""
+    # the daemon's modules are imported here: every other command starts faster without them
+    from zksched.runtime.daemon import Daemon, DaemonConfig, default_member_id
+    from zksched.runtime.http_address import HttpUnavailable, parse_http_address
+
     settings = ctx.with_session_timeout(session_timeout)
     member_labels = _labels(labels)
     for pattern in allowed_commands:
@@ -121,8 +124,7 @@ def run(
             raise invalid(str(exc)) from None
     setup_logging(ctx.log_level, ctx.log_format)
     # Every ZooKeeper reply passes through kazoo's single I/O thread; with many fire threads
-    # runnable, the default 5 ms GIL switch interval makes each round trip wait for it
-    # (measured: due->claimed p50 several times lower at 0.5 ms; docs/benchmarks.md).
+    # runnable, the default 5 ms GIL switch interval makes each round trip wait for it.
     sys.setswitchinterval(0.0005)
     daemon = Daemon(
         DaemonConfig(

@@ -22,29 +22,12 @@ from typing import Any
 
 from zksched import __version__
 from zksched.runtime.daemonstatus import PAGE_TYPE, DaemonStatus
+from zksched.runtime.http_address import HttpUnavailable, parse_http_address
 from zksched.runtime.probeprocess import ProbeProcess
 from zksched.runtime.probes import CONTENT_SECURITY_POLICY, PublishedBodies
 
 log = logging.getLogger(__name__)
 
-DEFAULT_HTTP = "127.0.0.1:9464"  # loopback only unless asked; a port in the exporters' 9xxx range
-
-
-class HttpUnavailable(RuntimeError):
-    """The endpoint cannot listen where it was asked to (in use, no permission, bad host)."""
-
-
-def parse_http_address(text: str) -> tuple[str, int]:
-    """`host:port`, `[v6]:port` or `:port` (every interface) -> (host, port); ValueError."""
-    host, sep, port_text = text.rpartition(":")
-    if not sep or not port_text.isdigit():
-        raise ValueError(f"--http {text!r}: expected HOST:PORT, e.g. 127.0.0.1:9464")
-    port = int(port_text)
-    if port > 65535:
-        raise ValueError(f"--http {text!r}: port {port} is out of range")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    return host or "0.0.0.0", port
 
 
 class _Server(HTTPServer):
