@@ -10,14 +10,17 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from zksched.devtools.daemonproc import DaemonProcess
+from zksched.devtools.waiting import wait_until
 from zksched.devtools.zkserver import ZkServer
 from zksched.runtime.daemon import DaemonConfig
+
+wait_for = wait_until  # the benchmarks wait with it
 
 SESSION_TIMEOUT = 4.0  # the peers were measured with 4 s
 
@@ -112,17 +115,6 @@ def in_process_members(zk: str, client_id: str, count: int) -> Iterator[list[Any
         for d in daemons:
             with contextlib.suppress(Exception):
                 d.stop()
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.05)
 
 
 def sleep_until(epoch: float) -> None:

@@ -10,10 +10,9 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
@@ -22,9 +21,12 @@ from kazoo.handlers.threading import KazooTimeoutError
 from zksched.core.fires import FireRecord
 from zksched.devtools.daemonproc import DaemonProcess
 from zksched.devtools.faultproxy import FaultProxy
+from zksched.devtools.waiting import wait_until
 from zksched.devtools.zkserver import ZkEnsemble, ZkServer
 from zksched.zk.connection import wait
 from zksched.zk.paths import ClusterPaths
+
+until = wait_until  # the scenarios wait with it
 
 CALL_TIMEOUT = 5.0
 
@@ -209,14 +211,3 @@ class Cluster:
             self._observer = None
         for server in self.servers:
             server.stop(kill=True)
-
-
-def until(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(0.1)
