@@ -3,12 +3,15 @@ reporting each run: the log line, metrics' observers, the result kept for its re
 
 Starts go to a few threads of their own (a start waits for the kernel, not for the
 interpreter), never more commands at once than `--concurrency` (the rest wait for a slot),
-none once the daemon is stopping (recorded `error`, "not started").
+none once the daemon is stopping (recorded `error`, "not started"). `starting()` says
+whether starts are under way (or were a moment ago): results wait meanwhile (results.py).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -24,6 +27,7 @@ from zksched.runtime.runner import CommandRunner, RunningCommand, RunRequest, Ru
 log = logging.getLogger("zksched.fire")
 
 STARTERS = 3  # threads that start commands (a start waits for the kernel, not the GIL)
+STARTS_SETTLE = 0.05  # seconds after the last start that `starting()` still says so
 FireId = tuple[str, datetime]
 Step = Callable[[float], list[m.Action]]
 
@@ -74,6 +78,9 @@ class FireCommands:
         self.runs: dict[FireId, _Run] = {}
         self.finals: dict[FireId, RunResult] = {}  # results, until the core asks to write them
         self._waiting_starts: list[_Run] = []  # over --concurrency: started as slots free up
+        self._launch_mutex = threading.Lock()
+        self._launching = 0  # starts handed to the starter threads and not through yet
+        self._last_launch = 0.0  # monotonic
         self.terminating = False
         self.stats = FireStats()
         self.observers: list[Callable[[Mapping[str, object]], None]] = []
@@ -88,6 +95,14 @@ class FireCommands:
 
     def close(self) -> None:
         self._starters.shutdown(wait=True)
+
+    def starting(self) -> bool:
+        """Whether commands are being started, or were within the last `STARTS_SETTLE` s
+        (fires due together are claimed and started a few at a time)."""
+        with self._launch_mutex:
+            if self._launching or self._waiting_starts:
+                return True
+            return time.monotonic() - self._last_launch < STARTS_SETTLE
 
     def start(self, start: m.Start, now: float) -> None:
         spec = self._spec_of(start.job)
@@ -134,6 +149,8 @@ class FireCommands:
 
         # queued before the command can end: the core sees its start before its exit
         self._post_event(start.job, m.Started(start.instant))
+        with self._launch_mutex:
+            self._launching += 1
         try:  # a start waits for the kernel: off the core's thread, a few at a time
             self._starters.submit(self._launch, run, request, done)
         except RuntimeError:  # stopping: started here, as the stop waits for it
@@ -142,7 +159,12 @@ class FireCommands:
     def _launch(
         self, run: _Run, request: RunRequest, done: Callable[[RunResult], None]
     ) -> None:
-        run.command = self._runner.start(request, done)
+        try:
+            run.command = self._runner.start(request, done)
+        finally:
+            with self._launch_mutex:
+                self._launching -= 1
+                self._last_launch = time.monotonic()
         if run.terminate_now is not None:  # terminated before its start was through
             run.command.terminate(run.terminate_now)
 

@@ -71,6 +71,7 @@ class FireEngine:
             clock,
             self._post_event,
             lambda job: self._table.get(job),
+            hold_results=lambda: self.commands.starting(),
         )
         self._queue: queue.SimpleQueue[Step | None] = queue.SimpleQueue()
         self._heap: list[tuple[float, str]] = []
@@ -281,6 +282,7 @@ class FireEngine:
 
     def _dispatch(self, actions: list[m.Action], now: float) -> None:
         claims: list[m.Claim] = []
+        takes: list[tuple[str, float]] = []
         session = self.core.session or 0
         for action in actions:
             match action:
@@ -292,7 +294,7 @@ class FireEngine:
                 case m.ReadRanges(job, instants):
                     self.io.read_ranges(job, instants)
                 case m.TakeLease(job, wait):
-                    self.io.leases.take(job, wait, session)
+                    takes.append((job, wait))
                 case m.GiveBackLease(job):
                     self.io.leases.give_back(job)
                 case m.Claim():
@@ -320,7 +322,8 @@ class FireEngine:
                             exit_code=result.exit_code,
                             error=result.error,
                         )
-                    self.io.write_result(action, final)
+                    machine = self.core.jobs.get(job)
+                    self.io.write_result(action, final, machine is None or not machine.owned)
                 case m.RecordSkip():
                     self.io.record_skip(action, session)
                 case m.Skip(job, instant, reason, detail, count):
@@ -330,6 +333,8 @@ class FireEngine:
                     self.io.return_trigger(job)
                 case m.Warn(job, event, text):
                     log.warning("%s: %s", job, text, extra={"event": event, "job": job})
+        if takes:
+            self.io.take_leases(takes, session)
         if claims:
             self.io.claim(claims, session)
 

@@ -9,7 +9,9 @@ answers mean:
 - a lease: TAKEN, BUSY (another contender after the wait the core allowed), UNKNOWN.
 
 Speed lives here, not in the core: claims the core asks for together go in transactions
-of up to `CLAIM_BATCH` (one round trip), results are written in batches (`ResultWriter`).
+of up to `CLAIM_BATCH` (one round trip); first fires' lock and fire folders are made
+together before their leases are taken; results are written in batches, and wait while
+commands are being started (`ResultWriter`).
 """
 
 from __future__ import annotations
@@ -63,7 +65,10 @@ class FireIO:
         clock: Clock,
         post: Post,
         spec_of: Callable[[str], JobSpec | None] = lambda _job: None,
+        hold_results: Callable[[], bool] = lambda: False,
     ) -> None:
+        """`hold_results()`: whether commands are being started (results then wait a
+        moment, see results.py)."""
         self._client = client
         self._paths = paths
         self._settings = settings
@@ -82,7 +87,8 @@ class FireIO:
             client, paths, settings.member_id, settings.call_timeout, post, self._holder_runs
         )
         self._results = ResultWriter(
-            self.claims, self._write_one, self._keep_unwritten, lambda _locks: None
+            self.claims, self._write_one, self._keep_unwritten, lambda _locks: None,
+            hold=hold_results,
         )
 
     # -- claims -----------------------------------------------------------------------------
@@ -201,10 +207,36 @@ class FireIO:
         with self._mutex:
             return self._claimed.get((job, instant))
 
+    # -- leases --------------------------------------------------------------------------------
+
+    def take_leases(self, takes: list[tuple[str, float]], session: int) -> None:
+        """The leases the core asked for in one step (job, wait). Jobs never fired here get
+        their lock and fire folders first, all pipelined in one round trip: a burst of
+        first fires then waits for no folder of its own."""
+        jobs = [job for job, _ in takes]
+        if self.leases.folders_known(jobs):
+            for job, wait in takes:
+                self.leases.take(job, wait, session)
+            return
+        self._submit(self._take_leases, takes, session)
+
+    def _take_leases(self, takes: list[tuple[str, float]], session: int) -> None:
+        jobs = [job for job, _ in takes]
+        try:
+            self.leases.ensure_folders(jobs)
+            self.pruner.made_empty(self.claims.ensure_folders(jobs))
+        except Exception as exc:  # each take and claim makes its own folder then
+            log.debug("folders of %d jobs not made ahead (%s)", len(jobs), type(exc).__name__)
+        for job, wait in takes:
+            self.leases.take(job, wait, session)
+
     # -- results and skip records -------------------------------------------------------------
 
-    def write_result(self, action: m.WriteResult, record: FireRecord | None = None) -> None:
-        """Complete our record: `record` is the final one (a run's), else a skip's is made."""
+    def write_result(
+        self, action: m.WriteResult, record: FireRecord | None = None, urgent: bool = False
+    ) -> None:
+        """Complete our record: `record` is the final one (a run's), else a skip's is made.
+        `urgent`: the job is no longer ours, its next owner waits for this record: no hold."""
         key = (action.job, action.instant)
         with self._mutex:
             claimed = self._claimed.pop(key, None)
@@ -221,10 +253,10 @@ class FireIO:
         def written() -> None:
             self._post(action.job, m.ResultWritten(action.instant))
             spec = self._spec_of(action.job)
-            if spec is not None:
+            if spec is not None and self.pruner.may_prune(spec):
                 self._submit(self.pruner.prune, spec)
 
-        self._results.submit(claimed, final, written)
+        self._results.submit(claimed, final, written, urgent=urgent)
 
     def _write_one(self, claimed: Claimed, record: FireRecord) -> None:
         try:

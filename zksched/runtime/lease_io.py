@@ -10,6 +10,7 @@ once ZooKeeper answers, and so are contenders a failed take may have left (kazoo
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable
@@ -20,12 +21,20 @@ from kazoo.exceptions import NoNodeError
 
 from zksched.core.fire import model as m
 from zksched.zk.connection import wait
-from zksched.zk.locks import HeldLocks, JobLock, LockAttempt, clear_orphans, member_tag
+from zksched.zk.locks import (
+    HeldLocks,
+    JobLock,
+    LockAttempt,
+    clear_orphans,
+    ensure_lock_folders,
+    member_tag,
+)
 from zksched.zk.paths import ClusterPaths
 
 log = logging.getLogger("zksched.fire")
 
 LOCK_THREADS = 16  # lease takes wait for other holders: their own threads
+RELEASE_BATCH = 200  # lock nodes deleted in one transaction at most
 
 
 class LeaseIO:
@@ -49,7 +58,16 @@ class LeaseIO:
         self._locks: dict[str, JobLock] = {}
         self._leftovers: list[str] = []  # lock nodes to delete once connected
         self._orphans: set[str] = set()  # jobs whose failed take may have left a contender
+        self._releasing: list[JobLock] = []  # given back, their nodes not deleted yet
+        self._release_queued = False
         self.registry = HeldLocks()
+
+    def folders_known(self, jobs: list[str]) -> bool:
+        return all(self.registry.folder_known(self._paths.job_lock(job)) for job in jobs)
+
+    def ensure_folders(self, jobs: list[str]) -> None:
+        """Make the jobs' lock folders not known to exist, pipelined (blocks: a pool thread)."""
+        ensure_lock_folders(self._client, self._paths, jobs, self.registry, self._timeout)
 
     def take(self, job: str, wait: float, session: int) -> None:
         self._lockers.submit(self._guard, self._take_lease, job, wait, session)
@@ -80,17 +98,46 @@ class LeaseIO:
             self._post(job, m.LeaseAnswered(m.LeaseOutcome.UNKNOWN))
 
     def give_back(self, job: str) -> None:
+        """Give the job's lock up. Locks given back together (a burst's runs ending) are
+        deleted together: one transaction of up to `RELEASE_BATCH` nodes."""
         with self._mutex:
             lock = self._locks.pop(job, None)
-        if lock is not None:
-            lock.on_lost(None)
-            self._lockers.submit(self._guard, self._release, lock)
+        if lock is None:
+            return
+        lock.on_lost(None)
+        with self._mutex:
+            self._releasing.append(lock)
+            if self._release_queued:
+                return
+            self._release_queued = True
+        with contextlib.suppress(RuntimeError):  # shut down: the session takes the nodes
+            self._lockers.submit(self._guard, self._release_all)
 
-    def _release(self, lock: JobLock) -> None:
-        node = lock.release_ops()
-        lock.released()
-        if node is not None:
-            self._delete_nodes([node])
+    def _release_all(self) -> None:
+        with self._mutex:
+            locks, self._releasing = self._releasing, []
+            self._release_queued = False
+        nodes = []
+        for lock in locks:
+            node = lock.release_ops()
+            lock.released()
+            if node is not None:
+                nodes.append(node)
+        for start in range(0, len(nodes), RELEASE_BATCH):
+            self._delete_together(nodes[start : start + RELEASE_BATCH])
+
+    def _delete_together(self, nodes: list[str]) -> None:
+        if len(nodes) > 1:
+            txn = self._client.transaction()
+            for node in nodes:
+                txn.delete(node)
+            try:
+                results = wait(txn.commit_async(), self._timeout)
+                if not any(isinstance(r, Exception) for r in results):
+                    return
+            except Exception:  # unknown: each on its own below (a node gone is fine)
+                pass
+        self._delete_nodes(nodes)
 
     def session_lost(self) -> None:
         """Never reuse a lost session's locks (kazoo #282); their nodes are gone with it,

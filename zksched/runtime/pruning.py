@@ -6,7 +6,9 @@ deleted: with `history = 1` a record could otherwise go the moment a newer one e
 member whose clock is a few seconds behind would claim that instant afresh, on time by its
 clock, and run it again. Pruning raises the job's horizon before it deletes anything
 (`FireClaims.prune`), so no catch-up takes a pruned instant for one that never ran. Pruning
-goes in batches (PRUNE_SLACK records at a time): one transaction per few fires.
+goes in batches (PRUNE_SLACK records at a time): one transaction per few fires. A job whose
+records this member has not listed yet is listed once it has written more than it keeps
+(not at its first result: a burst of first fires would list every folder).
 """
 
 from __future__ import annotations
@@ -35,15 +37,27 @@ class HistoryPruner:
         self._clock = clock
         self._mutex = threading.Lock()
         self._known: dict[str, list[str]] = {}  # job -> record instants known, oldest first
+        self._unlisted: dict[str, int] = {}  # job not listed yet -> records noted since
 
     def remember(self, job: str, instants: list[str]) -> None:
         with self._mutex:
             self._known[job] = sorted(instants)
+            self._unlisted.pop(job, None)
+
+    def made_empty(self, jobs: list[str]) -> None:
+        """These jobs' fire folders were just created here: they hold no record yet."""
+        with self._mutex:
+            for job in jobs:
+                self._known.setdefault(job, [])
+                self._unlisted.pop(job, None)
 
     def note(self, job: str, instant: str) -> None:
         with self._mutex:
             known = self._known.get(job)
-            if known is None or instant in known:
+            if known is None:
+                self._unlisted[job] = self._unlisted.get(job, 0) + 1
+                return
+            if instant in known:
                 return
             known.append(instant)
             if len(known) > 1 and known[-2] > instant:
@@ -52,6 +66,16 @@ class HistoryPruner:
     def forget(self, job: str) -> None:
         with self._mutex:
             self._known.pop(job, None)
+            self._unlisted.pop(job, None)
+
+    def may_prune(self, spec: JobSpec) -> bool:
+        """Whether `prune(spec)` could delete anything (cheap: asked after every result)."""
+        keep = max(1, spec.history) + PRUNE_SLACK
+        with self._mutex:
+            known = self._known.get(spec.name)
+            if known is None:
+                return self._unlisted.get(spec.name, 0) > keep
+            return len(known) > keep
 
     def prune(self, spec: JobSpec) -> None:
         """Keep `history` records and the young ones (called after a result is written)."""

@@ -86,16 +86,27 @@ class FireClaims:
         if job not in self._folders:
             self._ensure_folders([job])
 
-    def _ensure_folders(self, jobs: list[str]) -> None:
+    def ensure_folders(self, jobs: list[str]) -> list[str]:
+        """Make the fire folders of `jobs` not known to exist, pipelined (before first
+        fires); returns the jobs whose folder this call created (empty, then)."""
+        missing = [job for job in jobs if job not in self._folders]
+        return self._ensure_folders(missing) if missing else []
+
+    def _ensure_folders(self, jobs: list[str]) -> list[str]:
         # one create each (kazoo's ensure_path would first ask whether it exists), pipelined
         pending = [
             (job, self._client.create_async(self._paths.job_fires(job), b"", makepath=True))
             for job in jobs
         ]
+        created = []
         for job, result in pending:
-            with contextlib.suppress(NodeExistsError):
+            try:
                 wait(result, self._timeout)
+                created.append(job)
+            except NodeExistsError:
+                pass
             self._folders.add(job)
+        return created
 
     def claim(self, record: FireRecord) -> Claimed | AlreadyClaimed:
         """Create the fire record. Raises kazoo errors/timeouts when the outcome is unknown:

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, LockTimeout, NoNodeError
+from kazoo.exceptions import KazooException, LockTimeout, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import EventType
 from kazoo.recipe.lock import Lock
@@ -294,6 +294,25 @@ class JobLock:
         return clear_orphans(
             self._client, self._path, self._member_tag, self._registry, self._timeout
         )
+
+
+def ensure_lock_folders(
+    client: KazooClient, paths: ClusterPaths, jobs: list[str], held: HeldLocks, timeout: float
+) -> None:
+    """Make the lock folders of `jobs` that `held` does not know, pipelined (one create
+    each, not kazoo's exists-then-create per Lock): fires due together then take their
+    locks with no folder round trips. A create that fails is left to the lock's own."""
+    missing = [paths.job_lock(job) for job in jobs]
+    missing = [path for path in missing if not held.folder_known(path)]
+    pending = [(path, client.create_async(path, b"", makepath=True)) for path in missing]
+    for path, result in pending:
+        try:
+            wait(result, timeout)
+        except NodeExistsError:
+            pass
+        except (KazooException, KazooTimeoutError):
+            continue
+        held.note_folder(path, exists=True)
 
 
 def clear_orphans(
