@@ -9,7 +9,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, cast
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
@@ -18,7 +17,6 @@ from zksched.core.fires import FireRecord
 from zksched.devtools.faultproxy import BLACKHOLE, FaultProxy
 from zksched.runtime.results import BATCH, MAX_HOLD, ResultWriter
 from zksched.zk.claims import Claimed, FireClaims
-from zksched.zk.locks import JobLock
 from zksched.zk.paths import ClusterPaths
 
 
@@ -65,7 +63,7 @@ def test_results_ready_together_are_written_in_one_transaction(
         with contextlib.suppress(NoNodeError):
             claims.complete(claimed, record)
 
-    writer = ResultWriter(claims, write_one, lambda c, r: None, lambda locks: None)
+    writer = ResultWriter(claims, write_one, lambda c, r: None)
     batch = claimed_records(claims, 5, "j")
     queue_behind_a_first_result(writer, batch, "ok")
     for claimed in batch:
@@ -97,9 +95,7 @@ def test_results_that_cannot_be_written_are_kept_for_a_retry(
     )
     batch = claimed_records(claims, 3, "j")
     kept: list[str] = []
-    writer = ResultWriter(
-        claims, lambda c, r: None, lambda c, r: kept.append(r.scheduled), lambda locks: None
-    )
+    writer = ResultWriter(claims, lambda c, r: None, lambda c, r: kept.append(r.scheduled))
     busy, go = threading.Event(), threading.Event()
     writer.submit(batch[0], replace(batch[0].record, state="ok"), lambda: (busy.set(), go.wait()))
     assert busy.wait(10)
@@ -111,43 +107,25 @@ def test_results_that_cannot_be_written_are_kept_for_a_retry(
     assert sorted(kept) == [c.record.scheduled for c in batch[1:]]
 
 
-def test_results_wait_while_fires_start_then_release_their_locks_together(
+def test_results_wait_while_fires_start_then_go_together(
     zk_client: Callable[..., KazooClient], kazoo: KazooClient, zk: str, client_id: str
 ) -> None:
     """While `hold()` says fires are being started, results stay queued (a burst's starts
-    come first); then they are written, their jobs' locks are given up in one call, and only
-    then is each fire reported."""
+    come first); then they are written in one transaction and each fire is reported."""
     claims = FireClaims(zk_client(zk, session_timeout=4.0), ClusterPaths(client_id), 3.0)
     starting = threading.Event()
     starting.set()
-    released: list[list[str]] = []
-    order: list[str] = []
+    alone: list[str] = []
 
-    def release_locks(locks: list[tuple[str, Any]]) -> None:
-        # every result of the batch is written before any lock goes
-        for claimed in batch:
-            assert FireRecord.from_json(kazoo.get(claimed.path)[0]).state == "ok"
-        released.append([job for job, _ in locks])
-        order.append("released")
+    def write_one(claimed: Claimed, record: FireRecord) -> None:
+        alone.append(record.scheduled)
+        claims.complete(claimed, record)
 
-    writer = ResultWriter(
-        claims, claims.complete, lambda c, r: None, release_locks, hold=starting.is_set
-    )
+    writer = ResultWriter(claims, write_one, lambda c, r: None, hold=starting.is_set)
     batch = claimed_records(claims, 3, "j")
     reported = threading.Semaphore(0)
-
-    def report() -> None:
-        order.append("reported")
-        reported.release()
-
-    for i, claimed in enumerate(batch):
-        lock = cast(JobLock, object())  # only handed on to release_locks
-        writer.submit(
-            claimed,
-            replace(claimed.record, state="ok"),
-            report,
-            (f"job-{i}", lock) if i != 1 else None,  # the middle one keeps its lock
-        )
+    for claimed in batch:
+        writer.submit(claimed, replace(claimed.record, state="ok"), reported.release)
     time.sleep(0.3)  # < MAX_HOLD: still held back
     assert all(FireRecord.from_json(kazoo.get(c.path)[0]).state == "running" for c in batch), (
         "results were written while fires were being started"
@@ -156,8 +134,8 @@ def test_results_wait_while_fires_start_then_release_their_locks_together(
     for _ in batch:
         assert reported.acquire(timeout=10)
     assert writer.drain(5)
-    assert released == [["job-0", "job-2"]]
-    assert order == ["released", "reported", "reported", "reported"]
+    assert alone == []  # one transaction, none on its own
+    assert all(FireRecord.from_json(kazoo.get(c.path)[0]).state == "ok" for c in batch)
 
     # a hold that never ends delays results by MAX_HOLD at most
     starting.set()
@@ -177,9 +155,7 @@ def test_a_hold_that_never_ends_delays_no_result_by_more_than_max_hold(
     # one transaction's worth must still go within MAX_HOLD of each result's submission,
     # not MAX_HOLD per transaction (which would fall behind a member's steady load).
     claims = FireClaims(zk_client(zk, session_timeout=4.0), ClusterPaths(client_id), 3.0)
-    writer = ResultWriter(
-        claims, claims.complete, lambda c, r: None, lambda locks: None, hold=lambda: True
-    )
+    writer = ResultWriter(claims, claims.complete, lambda c, r: None, hold=lambda: True)
     jobs = -(-(2 * BATCH + 50) // 60)  # claimed_records makes at most 60 per job
     backlog = [c for j in range(jobs) for c in claimed_records(claims, 60, f"h-{j}")]
     assert len(backlog) > 2 * BATCH
@@ -200,24 +176,13 @@ def test_a_result_whose_lock_another_member_waits_for_does_not_wait(
     # The job moved: its new owner skips `still-running` while the lock is held and the
     # record says `running`, so this result (and those queued before it) goes at once.
     claims = FireClaims(zk_client(zk, session_timeout=4.0), ClusterPaths(client_id), 3.0)
-    released: list[str] = []
-    writer = ResultWriter(
-        claims,
-        claims.complete,
-        lambda c, r: None,
-        lambda locks: released.extend(job for job, _ in locks),
-        hold=lambda: True,
-    )
+    writer = ResultWriter(claims, claims.complete, lambda c, r: None, hold=lambda: True)
     before, moved = claimed_records(claims, 2, "u")
     reported = threading.Semaphore(0)
     t0 = time.monotonic()
     writer.submit(before, replace(before.record, state="ok"), reported.release)
-    lock = cast(JobLock, object())  # only handed on to release_locks
-    writer.submit(
-        moved, replace(moved.record, state="ok"), reported.release, ("u", lock), urgent=True
-    )
+    writer.submit(moved, replace(moved.record, state="ok"), reported.release, urgent=True)
     for _ in range(2):
         assert reported.acquire(timeout=MAX_HOLD + 10)
     assert time.monotonic() - t0 < MAX_HOLD - 1.0, "it waited for the hold"
-    assert released == ["u"]
     assert FireRecord.from_json(kazoo.get(moved.path)[0]).state == "ok"

@@ -32,6 +32,7 @@ from zksched.core.firekey import format_utc, parse_utc
 from zksched.core.fires import FireRecord
 from zksched.core.jobspec import JobSpec
 from zksched.runtime.clock import Clock
+from zksched.runtime.history_io import HistoryReads
 from zksched.runtime.lease_io import LeaseIO
 from zksched.runtime.pruning import HistoryPruner
 from zksched.runtime.results import ResultWriter
@@ -78,17 +79,18 @@ class FireIO:
         self._spec_of = spec_of
         self._triggers = Triggers(client, paths, settings.call_timeout)
         self.pruner = HistoryPruner(self.claims, clock)
+        self.history = HistoryReads(self.claims, self.pruner, post)
         self._io = ThreadPoolExecutor(IO_THREADS, thread_name_prefix="zksched-io")
         self._mutex = threading.Lock()
         self._records: dict[FireId, FireRecord] = {}  # our claim attempts in flight
         self._claimed: dict[FireId, Claimed] = {}  # our claims, until their result is written
         self._unwritten: list[tuple[Claimed, FireRecord, str, datetime]] = []
         self.leases = LeaseIO(
-            client, paths, settings.member_id, settings.call_timeout, post, self._holder_runs
+            client, paths, settings.member_id, settings.call_timeout, post,
+            self.history.holder_runs,
         )
         self._results = ResultWriter(
-            self.claims, self._write_one, self._keep_unwritten, lambda _locks: None,
-            hold=hold_results,
+            self.claims, self._write_one, self._keep_unwritten, hold=hold_results
         )
 
     # -- claims -----------------------------------------------------------------------------
@@ -316,64 +318,13 @@ class FireIO:
             log.error("a trigger of %s taken here is lost: could not hand it back (%s)",
                       job, type(exc).__name__)
 
-    # -- history ------------------------------------------------------------------------------
+    # -- history (history_io.py) ------------------------------------------------------------
 
     def read_history(self, job: str) -> None:
-        self._submit(self._read_history, job)
-
-    def _read_history(self, job: str) -> None:
-        try:
-            names = self.claims.instants(job)
-            horizon = self.claims.pruned_through(job)
-        except Exception as exc:
-            log.warning("cannot read the history of %s yet (%s)", job, type(exc).__name__)
-            self._post(job, m.HistoryRead(ok=False))
-            return
-        self.pruner.remember(job, names)
-        instants = []
-        for name in names:
-            try:
-                instants.append(parse_utc(name))
-            except ValueError:
-                log.warning("fire record %s of %s is not named by an instant", name, job)
-        try:
-            pruned = None if horizon is None else parse_utc(horizon)
-        except ValueError:  # unreadable: anything may have been pruned
-            pruned = max(instants, default=None)
-        self._post(job, m.HistoryRead(tuple(sorted(instants)), pruned))
+        self._submit(self.history.read_history, job)
 
     def read_ranges(self, job: str, instants: Iterable[datetime]) -> None:
-        self._submit(self._read_ranges, job, tuple(instants))
-
-    def _read_ranges(self, job: str, instants: tuple[datetime, ...]) -> None:
-        try:
-            records = self.claims.read_many(job, [format_utc(i) for i in instants])
-        except Exception:
-            self._post(job, m.RangesRead(ok=False))
-            return
-        ranges = []
-        for record in records.values():
-            if record is None or record.state != "skipped":
-                continue
-            try:
-                first = parse_utc(str(record.extra.get("covers_from", record.scheduled)))
-                ranges.append((first, parse_utc(record.scheduled)))
-            except (ValueError, TypeError):
-                continue
-        self._post(job, m.RangesRead(tuple(ranges)))
-
-    def _holder_runs(self, job: str) -> bool:
-        """Whether the job's newest fire record says a run is going (claimed, not ended).
-        Unknown (a read failed): not, so the instants are left to a catch-up rather than
-        skipped for good."""
-        try:
-            newest = self.claims.newest([job])
-        except Exception:
-            return False
-        if job not in newest:
-            return False
-        record = newest[job]
-        return record is None or record.state == "running"
+        self._submit(self.history.read_ranges, job, tuple(instants))
 
     def has_chores(self) -> bool:
         with self._mutex:

@@ -10,7 +10,7 @@ connection is handed to the fire path's retry list.
 
 Starts come first: while fires due together are being claimed and started, and for a
 moment after (`hold()` says so), results wait, none longer than `MAX_HOLD` seconds after it
-was submitted. A burst's results (a write each, a lock release, a log line) then no longer
+was submitted. A burst's results (their writes, the lock releases after them) then no longer
 compete with its own later starts, nor with the other members' claims and starts of the
 same instant, for the interpreter, the cores and ZooKeeper, and they go in fuller
 transactions. Under a hold that never ends (fires due together every second) each result
@@ -30,7 +30,6 @@ from dataclasses import dataclass
 
 from zksched.core.fires import FireRecord
 from zksched.zk.claims import Claimed, FireClaims
-from zksched.zk.locks import JobLock
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +43,6 @@ class _Pending:
     claimed: Claimed
     record: FireRecord
     then: Callable[[], None]  # runs once the result is written (or handed to the retries)
-    release: tuple[str, JobLock] | None  # a job's lock to give up once the result is written
     submitted: float  # monotonic
     urgent: bool  # written without waiting for `hold()` (and the results queued before it)
 
@@ -55,18 +53,14 @@ class ResultWriter:
         claims: FireClaims,
         write_one: Callable[[Claimed, FireRecord], None],
         keep_for_retry: Callable[[Claimed, FireRecord], None],
-        release_locks: Callable[[list[tuple[str, JobLock]]], None],
         hold: Callable[[], bool] = lambda: False,
     ) -> None:
         """`write_one` writes one result on its own and keeps it for a retry if that fails;
-        `keep_for_retry` only keeps it (written later, once ZooKeeper answers);
-        `release_locks` gives up jobs' locks (never raises for ZooKeeper: it keeps what it
-        cannot delete); `hold()` is true while fires are being started (cheap: it is asked
-        every `HOLD_STEP`)."""
+        `keep_for_retry` only keeps it (written later, once ZooKeeper answers); `hold()` is
+        true while fires are being started (cheap: it is asked every `HOLD_STEP`)."""
         self._claims = claims
         self._write_one = write_one
         self._keep_for_retry = keep_for_retry
-        self._release_locks = release_locks
         self._hold = hold
         self._cv = threading.Condition()
         self._queue: list[_Pending] = []
@@ -79,14 +73,13 @@ class ResultWriter:
         claimed: Claimed,
         record: FireRecord,
         then: Callable[[], None],
-        release: tuple[str, JobLock] | None = None,
         urgent: bool = False,
     ) -> None:
-        """Write `record`, then give up `release` (job, lock) if given, then call `then`.
-        `urgent`: another member waits for that lock (the job moved): no hold."""
+        """Write `record`, then call `then`. `urgent`: another member waits for the job's
+        lock, given back once this is written (the job moved): no hold."""
         with self._cv:
             self._queue.append(
-                _Pending(claimed, record, then, release, time.monotonic(), urgent)
+                _Pending(claimed, record, then, time.monotonic(), urgent)
             )
             self._urgent += urgent
             if self._thread is None:
@@ -142,12 +135,6 @@ class ResultWriter:
                     self._write_one(pending.claimed, pending.record)
                 except Exception:  # write_one keeps what it cannot write; never stop here
                     log.exception("writing the result of %s failed", pending.record.fire_key)
-        releases = [pending.release for pending in batch if pending.release is not None]
-        if releases:
-            try:
-                self._release_locks(releases)
-            except Exception:
-                log.exception("giving up %d locks failed", len(releases))
         for pending in batch:
             try:
                 pending.then()

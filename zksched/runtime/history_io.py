@@ -1,0 +1,80 @@
+"""What the fire core reads of a job's history, on a pool thread (fire_io.py submits): the
+instants of its records and its pruning horizon (to plan a catch-up), the skip ranges of
+chosen records, and whether its newest record says a run is going. Each answer is posted
+back as an event; a failed read is an answer too (`ok=False`), never an exception."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime
+
+from zksched.core.fire import model as m
+from zksched.core.firekey import format_utc, parse_utc
+from zksched.runtime.pruning import HistoryPruner
+from zksched.zk.claims import FireClaims
+
+log = logging.getLogger("zksched.fire")
+
+
+class HistoryReads:
+    def __init__(
+        self,
+        claims: FireClaims,
+        pruner: HistoryPruner,
+        post: Callable[[str, m.JobEvent], None],
+    ) -> None:
+        self._claims = claims
+        self._pruner = pruner
+        self._post = post
+
+    def read_history(self, job: str) -> None:
+        try:
+            names = self._claims.instants(job)
+            horizon = self._claims.pruned_through(job)
+        except Exception as exc:
+            log.warning("cannot read the history of %s yet (%s)", job, type(exc).__name__)
+            self._post(job, m.HistoryRead(ok=False))
+            return
+        self._pruner.remember(job, names)
+        instants = []
+        for name in names:
+            try:
+                instants.append(parse_utc(name))
+            except ValueError:
+                log.warning("fire record %s of %s is not named by an instant", name, job)
+        try:
+            pruned = None if horizon is None else parse_utc(horizon)
+        except ValueError:  # unreadable: anything may have been pruned
+            pruned = max(instants, default=None)
+        self._post(job, m.HistoryRead(tuple(sorted(instants)), pruned))
+
+    def read_ranges(self, job: str, instants: tuple[datetime, ...]) -> None:
+        try:
+            records = self._claims.read_many(job, [format_utc(i) for i in instants])
+        except Exception:
+            self._post(job, m.RangesRead(ok=False))
+            return
+        ranges = []
+        for record in records.values():
+            if record is None or record.state != "skipped":
+                continue
+            try:
+                first = parse_utc(str(record.extra.get("covers_from", record.scheduled)))
+                ranges.append((first, parse_utc(record.scheduled)))
+            except (ValueError, TypeError):
+                continue
+        self._post(job, m.RangesRead(tuple(ranges)))
+
+    def holder_runs(self, job: str) -> bool:
+        """Whether the job's newest fire record says a run is going (claimed, not ended).
+        Unknown (a read failed): not, so the instants are left to a catch-up rather than
+        skipped for good."""
+        try:
+            newest = self._claims.newest([job])
+        except Exception:
+            return False
+        if job not in newest:
+            return False
+        record = newest[job]
+        return record is None or record.state == "running"
