@@ -145,6 +145,9 @@ class FireCommands:
         self.runs[key] = run
 
         def done(result: RunResult) -> None:
+            # reported on the runner's completion thread: the core's thread, which every
+            # fire's events pass through, does only what decides or starts something
+            self._report(run, result)
             self._post(lambda now: self._exited(run, result, now))
 
         # queued before the command can end: the core sees its start before its exit
@@ -172,11 +175,9 @@ class FireCommands:
         key = (run.start.job, run.start.instant)
         self.runs.pop(key, None)
         self.finals[key] = result
-        self._report(run, result)
-        out = self._handle(run.start.job, m.Exited(run.start.instant, result.status), now)
         while self._waiting_starts and len(self.runs) < self._settings.concurrency:
-            self._spawn(self._waiting_starts.pop(0))
-        return out
+            self._spawn(self._waiting_starts.pop(0))  # the freed slot first
+        return self._handle(run.start.job, m.Exited(run.start.instant, result.status), now)
 
     def terminate(self, run: _Run, why: str) -> None:
         log.warning(
