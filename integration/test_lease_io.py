@@ -48,6 +48,11 @@ def fire_io(client: KazooClient, client_id: str, answers: Answers) -> FireIO:
     )
 
 
+def take_every_lease(io: FireIO, client: KazooClient, answers: Answers) -> None:
+    io.take_leases([(job, 0.0) for job in JOBS], client.client_id[0])
+    wait_until(lambda: answers.taken(JOBS), 10, what="every lease taken")
+
+
 def test_first_fires_get_their_folders_together_then_their_leases(
     zk_client: Callable[..., KazooClient], kazoo: KazooClient, zk: str, client_id: str
 ) -> None:
@@ -56,8 +61,7 @@ def test_first_fires_get_their_folders_together_then_their_leases(
     io = fire_io(client, client_id, answers)
     paths = ClusterPaths(client_id)
     try:
-        io.take_leases([(job, 0.0) for job in JOBS], client.client_id[0])
-        wait_until(lambda: answers.taken(JOBS), 10, what="every lease taken")
+        take_every_lease(io, client, answers)
         for job in JOBS:
             assert kazoo.exists(paths.job_fires(job)), f"no fire folder for {job}"
             assert len(kazoo.get_children(paths.job_lock(job))) == 1
@@ -79,8 +83,7 @@ def test_leases_given_back_together_go_in_one_transaction(
     counter = RequestCounter()
     counter.attach(client)
     try:
-        io.take_leases([(job, 0.0) for job in JOBS], client.client_id[0])
-        wait_until(lambda: answers.taken(JOBS), 10, what="every lease taken")
+        take_every_lease(io, client, answers)
         counter.enabled = True
         for job in JOBS:
             io.leases.give_back(job)
@@ -104,8 +107,7 @@ def test_a_lock_node_gone_already_spoils_none_of_the_others(
     io = fire_io(client, client_id, answers)
     paths = ClusterPaths(client_id)
     try:
-        io.take_leases([(job, 0.0) for job in JOBS], client.client_id[0])
-        wait_until(lambda: answers.taken(JOBS), 10, what="every lease taken")
+        take_every_lease(io, client, answers)
         gone = paths.job_lock(JOBS[2])
         for child in kazoo.get_children(gone):
             kazoo.delete(f"{gone}/{child}")  # by hand: the transaction of all five fails
