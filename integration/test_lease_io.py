@@ -5,8 +5,9 @@ together deleted in one transaction, each node still deleted when one of them is
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
+import pytest
 from kazoo.client import KazooClient
 
 from integration.harness import wait_until
@@ -48,76 +49,70 @@ def fire_io(client: KazooClient, client_id: str, answers: Answers) -> FireIO:
     )
 
 
-def take_every_lease(io: FireIO, client: KazooClient, answers: Answers) -> None:
+Taken = tuple[FireIO, KazooClient, Answers]
+
+
+@pytest.fixture
+def taken(zk_client: Callable[..., KazooClient], zk: str, client_id: str) -> Iterator[Taken]:
+    """A FireIO of its own session that has taken the lease of every job in JOBS."""
+    client = zk_client(zk, session_timeout=4.0)
+    answers = Answers()
+    io = fire_io(client, client_id, answers)
     io.take_leases([(job, 0.0) for job in JOBS], client.client_id[0])
-    wait_until(lambda: answers.taken(JOBS), 10, what="every lease taken")
+    try:
+        wait_until(lambda: answers.taken(JOBS), 10, what="every lease taken")
+        yield io, client, answers
+    finally:
+        io.close()
 
 
 def test_first_fires_get_their_folders_together_then_their_leases(
-    zk_client: Callable[..., KazooClient], kazoo: KazooClient, zk: str, client_id: str
+    taken: Taken, kazoo: KazooClient, client_id: str
 ) -> None:
-    client = zk_client(zk, session_timeout=4.0)
-    answers = Answers()
-    io = fire_io(client, client_id, answers)
+    io, _client, _answers = taken
     paths = ClusterPaths(client_id)
-    try:
-        take_every_lease(io, client, answers)
-        for job in JOBS:
-            assert kazoo.exists(paths.job_fires(job)), f"no fire folder for {job}"
-            assert len(kazoo.get_children(paths.job_lock(job))) == 1
-        assert io.leases.folders_known(JOBS)
-        # the folders were made here, empty: nothing to list before the job has records
-        spec = JobSpec(name=JOBS[0], schedule="* * * * *", command=("true",))
-        assert not io.pruner.may_prune(spec)
-    finally:
-        io.close()
+    for job in JOBS:
+        assert kazoo.exists(paths.job_fires(job)), f"no fire folder for {job}"
+        assert len(kazoo.get_children(paths.job_lock(job))) == 1
+    assert io.leases.folders_known(JOBS)
+    # the folders were made here, empty: nothing to list before the job has records
+    spec = JobSpec(name=JOBS[0], schedule="* * * * *", command=("true",))
+    assert not io.pruner.may_prune(spec)
 
 
 def test_leases_given_back_together_go_in_one_transaction(
-    zk_client: Callable[..., KazooClient], kazoo: KazooClient, zk: str, client_id: str
+    taken: Taken, kazoo: KazooClient, client_id: str
 ) -> None:
-    client = zk_client(zk, session_timeout=4.0)
-    answers = Answers()
-    io = fire_io(client, client_id, answers)
+    io, client, _answers = taken
     paths = ClusterPaths(client_id)
     counter = RequestCounter()
     counter.attach(client)
-    try:
-        take_every_lease(io, client, answers)
-        counter.enabled = True
-        for job in JOBS:
-            io.leases.give_back(job)
-        wait_until(
-            lambda: all(not kazoo.get_children(paths.job_lock(job)) for job in JOBS),
-            10,
-            what="every lock node deleted",
-        )
-        counter.enabled = False
-        assert counter.counts.get("Delete", 0) < len(JOBS), counter.counts
-        assert counter.counts.get("Transaction", 0) >= 1, counter.counts
-    finally:
-        io.close()
+    counter.enabled = True
+    for job in JOBS:
+        io.leases.give_back(job)
+    wait_until(
+        lambda: all(not kazoo.get_children(paths.job_lock(job)) for job in JOBS),
+        10,
+        what="every lock node deleted",
+    )
+    counter.enabled = False
+    assert counter.counts.get("Delete", 0) < len(JOBS), counter.counts
+    assert counter.counts.get("Transaction", 0) >= 1, counter.counts
 
 
 def test_a_lock_node_gone_already_spoils_none_of_the_others(
-    zk_client: Callable[..., KazooClient], kazoo: KazooClient, zk: str, client_id: str
+    taken: Taken, kazoo: KazooClient, client_id: str
 ) -> None:
-    client = zk_client(zk, session_timeout=4.0)
-    answers = Answers()
-    io = fire_io(client, client_id, answers)
+    io, _client, _answers = taken
     paths = ClusterPaths(client_id)
-    try:
-        take_every_lease(io, client, answers)
-        gone = paths.job_lock(JOBS[2])
-        for child in kazoo.get_children(gone):
-            kazoo.delete(f"{gone}/{child}")  # by hand: the transaction of all five fails
-        for job in JOBS:
-            io.leases.give_back(job)
-        wait_until(
-            lambda: all(not kazoo.get_children(paths.job_lock(job)) for job in JOBS),
-            10,
-            what="the other lock nodes deleted one by one",
-        )
-        assert not io.leases.has_chores()  # nothing left over to retry
-    finally:
-        io.close()
+    gone = paths.job_lock(JOBS[2])
+    for child in kazoo.get_children(gone):
+        kazoo.delete(f"{gone}/{child}")  # by hand: the transaction of all five fails
+    for job in JOBS:
+        io.leases.give_back(job)
+    wait_until(
+        lambda: all(not kazoo.get_children(paths.job_lock(job)) for job in JOBS),
+        10,
+        what="the other lock nodes deleted one by one",
+    )
+    assert not io.leases.has_chores()  # nothing left over to retry
