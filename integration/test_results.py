@@ -15,7 +15,9 @@ from kazoo.exceptions import NoNodeError
 
 from zksched.core.fires import FireRecord
 from zksched.devtools.faultproxy import BLACKHOLE, FaultProxy
-from zksched.runtime.results import BATCH, MAX_HOLD, ResultWriter
+from zksched.runtime.fire_tuning import MAX_HOLD
+from zksched.runtime.fire_tuning import RESULT_BATCH as BATCH
+from zksched.runtime.results import ResultWriter
 from zksched.zk.claims import Claimed, FireClaims
 from zksched.zk.paths import ClusterPaths
 

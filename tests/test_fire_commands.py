@@ -11,7 +11,8 @@ from typing import Any
 
 from zksched.core.fire import model as m
 from zksched.core.jobspec import JobSpec
-from zksched.runtime.commands import STARTS_SETTLE, FireCommands, FireSettings
+from zksched.runtime.commands import FireCommands, FireSettings
+from zksched.runtime.fire_tuning import STARTS_SETTLE
 
 
 class Handle:
@@ -26,7 +27,7 @@ class GatedRunner:
         self.go = threading.Event()
         self.started = threading.Semaphore(0)
 
-    def start(self, request: Any, done: Callable[[Any], None]) -> Handle:
+    def start(self, request: Any, done: Callable[[Any], None], programs: Any = None) -> Handle:
         self.started.release()
         assert self.go.wait(10)
         return Handle()
@@ -64,7 +65,7 @@ def test_starting_while_a_start_is_under_way_and_a_moment_after() -> None:
 
 def test_a_failed_start_is_through_too() -> None:
     class Failing(GatedRunner):
-        def start(self, request: Any, done: Callable[[Any], None]) -> Handle:
+        def start(self, request: Any, done: Callable[[Any], None], programs: Any = None) -> Handle:
             raise OSError("fork failed")
 
     fire = commands(Failing())

@@ -22,12 +22,17 @@ from zksched.core.fire import model as m
 from zksched.core.firekey import fire_key, jitter_of
 from zksched.core.jobspec import JobSpec
 from zksched.core.owners import command_allowed
-from zksched.runtime.runner import CommandRunner, RunningCommand, RunRequest, RunResult
+from zksched.runtime.fire_tuning import PROGRAM_LOOKUP_TTL, STARTERS, STARTS_SETTLE
+from zksched.runtime.runner import (
+    CommandRunner,
+    ProgramLookup,
+    RunningCommand,
+    RunRequest,
+    RunResult,
+)
 
 log = logging.getLogger("zksched.fire")
 
-STARTERS = 3  # threads that start commands (a start waits for the kernel, not the GIL)
-STARTS_SETTLE = 0.05  # seconds after the last start that `starting()` still says so
 FireId = tuple[str, datetime]
 Step = Callable[[float], list[m.Action]]
 
@@ -81,6 +86,8 @@ class FireCommands:
         self._launch_mutex = threading.Lock()
         self._launching = 0  # starts handed to the starter threads and not through yet
         self._last_launch = 0.0  # monotonic
+        self._programs = ProgramLookup()  # argv[0] in PATH, for the starts of a moment
+        self._programs_since = 0.0  # monotonic
         self.terminating = False
         self.stats = FireStats()
         self.observers: list[Callable[[Mapping[str, object]], None]] = []
@@ -163,13 +170,22 @@ class FireCommands:
         self, run: _Run, request: RunRequest, done: Callable[[RunResult], None]
     ) -> None:
         try:
-            run.command = self._runner.start(request, done)
+            run.command = self._runner.start(request, done, programs=self._lookup())
         finally:
             with self._launch_mutex:
                 self._launching -= 1
                 self._last_launch = time.monotonic()
         if run.terminate_now is not None:  # terminated before its start was through
             run.command.terminate(run.terminate_now)
+
+    def _lookup(self) -> ProgramLookup:
+        """The lookup of argv[0] for the starts of this moment (many commands due together
+        look their program up once; one installed meanwhile is seen a moment later)."""
+        now = time.monotonic()
+        with self._launch_mutex:
+            if now - self._programs_since > PROGRAM_LOOKUP_TTL:
+                self._programs, self._programs_since = ProgramLookup(), now
+            return self._programs
 
     def _exited(self, run: _Run, result: RunResult, now: float) -> list[m.Action]:
         key = (run.start.job, run.start.instant)

@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from kazoo.client import KazooClient
@@ -33,6 +34,7 @@ from zksched.runtime.clock import Clock
 from zksched.runtime.cluster import ClusterMembership, ClusterView
 from zksched.runtime.commands import FireCommands, FireSettings
 from zksched.runtime.fire_io import FireIO, FireIOSettings
+from zksched.runtime.fire_tuning import CHORES_INTERVAL, STEPS_PER_TURN
 from zksched.runtime.jobs import JobsSnapshot, Trigger
 from zksched.runtime.runner import CommandRunner
 from zksched.runtime.skips import SkipLog
@@ -40,9 +42,17 @@ from zksched.zk.paths import ClusterPaths
 
 log = logging.getLogger("zksched.fire")
 
-CHORES_INTERVAL = 2.0  # unwritten results and leftover lock nodes are retried this often
 Step = Callable[[float], list[m.Action]]
 FireId = tuple[str, datetime]
+
+
+@dataclass
+class _Sends:
+    """What one turn of the engine's loop sends together: claims in transactions, lease
+    takes with their lock folders made first (fire_io.py)."""
+
+    claims: list[m.Claim] = field(default_factory=list)
+    takes: list[tuple[str, float]] = field(default_factory=list)
 
 
 class FireEngine:
@@ -234,7 +244,7 @@ class FireEngine:
                 steps.append(first)
             except queue.Empty:
                 pass
-            while len(steps) < 1000:
+            while len(steps) < STEPS_PER_TURN:
                 try:
                     more = self._queue.get_nowait()
                 except queue.Empty:
@@ -244,10 +254,12 @@ class FireEngine:
                 steps.append(more)
             now = self._clock.now()
             self.heartbeat = now
-            actions: list[m.Action] = []
+            # each step's actions go out at once (a start must not wait for the rest of
+            # the turn); claims and lease takes are gathered and sent together at its end
+            sends = _Sends()
             for step in steps:
                 try:
-                    actions += step(now)
+                    self._dispatch(step(now), now, sends)
                 except Exception:  # a bug; the job's machine says what it was
                     log.exception("the fire core failed on an event")
             while self._heap and self._heap[0][0] <= now:
@@ -255,10 +267,10 @@ class FireEngine:
                 if self._timer_at.get(job) == at:
                     del self._timer_at[job]
                     try:
-                        actions += self.core.handle(job, m.Tick(), now)
+                        self._dispatch(self.core.handle(job, m.Tick(), now), now, sends)
                     except Exception:
                         log.exception("the fire core failed on a timer of %s", job)
-            self._dispatch(actions, now)
+            self._send(sends)
             if self._owned_dirty:
                 self._owned_dirty = False
                 owned = frozenset(self.core.owned())
@@ -280,9 +292,14 @@ class FireEngine:
                     self.io.flush_unwritten()
                     self._trigger_pool.submit(self.io.leases.tidy)
 
-    def _dispatch(self, actions: list[m.Action], now: float) -> None:
-        claims: list[m.Claim] = []
-        takes: list[tuple[str, float]] = []
+    def _send(self, sends: _Sends) -> None:
+        session = self.core.session or 0
+        if sends.takes:
+            self.io.take_leases(sends.takes, session)
+        if sends.claims:
+            self.io.claim(sends.claims, session)
+
+    def _dispatch(self, actions: list[m.Action], now: float, sends: _Sends) -> None:
         session = self.core.session or 0
         for action in actions:
             match action:
@@ -294,11 +311,11 @@ class FireEngine:
                 case m.ReadRanges(job, instants):
                     self.io.read_ranges(job, instants)
                 case m.TakeLease(job, wait):
-                    takes.append((job, wait))
+                    sends.takes.append((job, wait))
                 case m.GiveBackLease(job):
                     self.io.leases.give_back(job)
                 case m.Claim():
-                    claims.append(action)
+                    sends.claims.append(action)
                     if action.kind == "catchup":
                         for observer in self.catchup_observers:
                             observer(action.job, 1)
@@ -333,10 +350,6 @@ class FireEngine:
                     self.io.return_trigger(job)
                 case m.Warn(job, event, text):
                     log.warning("%s: %s", job, text, extra={"event": event, "job": job})
-        if takes:
-            self.io.take_leases(takes, session)
-        if claims:
-            self.io.claim(claims, session)
 
     def _note_refused(self, view: ClusterView) -> None:
         """Report once per job and command a job ours by labels that our command allow-list

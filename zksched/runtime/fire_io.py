@@ -32,6 +32,12 @@ from zksched.core.firekey import format_utc, parse_utc
 from zksched.core.fires import FireRecord
 from zksched.core.jobspec import JobSpec
 from zksched.runtime.clock import Clock
+from zksched.runtime.fire_tuning import (
+    CLAIM_BATCH,
+    FIRST_CLAIM_BATCH,
+    IO_THREADS,
+    SKIP_RECORD_TRIES,
+)
 from zksched.runtime.history_io import HistoryReads
 from zksched.runtime.lease_io import LeaseIO
 from zksched.runtime.pruning import HistoryPruner
@@ -42,9 +48,6 @@ from zksched.zk.triggers import Triggers
 
 log = logging.getLogger("zksched.fire")
 
-CLAIM_BATCH = 200  # claims in one transaction at most (~100 KB, far below 1 MB)
-IO_THREADS = 8  # claims, reads, skip records
-SKIP_RECORD_TRIES = 5
 
 Post = Callable[[str, m.JobEvent], None]
 FireId = tuple[str, datetime]
@@ -100,6 +103,11 @@ class FireIO:
         ones one by one (each reads its fire folder first)."""
         plain = [c for c in claims if not c.late]
         late = [c for c in claims if c.late]
+        # the first few alone: answered first, their starts begin while ZooKeeper answers
+        # the rest
+        first, plain = plain[:FIRST_CLAIM_BATCH], plain[FIRST_CLAIM_BATCH:]
+        if first:
+            self._submit(self._claim_batch, first, session)
         for start in range(0, len(plain), CLAIM_BATCH):
             self._submit(self._claim_batch, plain[start : start + CLAIM_BATCH], session)
         for claim in late:

@@ -20,6 +20,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from zksched.core.fire import model as m
+from zksched.runtime.fire_tuning import LOCK_THREADS, RELEASE_BATCH
 from zksched.zk.connection import wait
 from zksched.zk.locks import (
     HeldLocks,
@@ -33,8 +34,6 @@ from zksched.zk.paths import ClusterPaths
 
 log = logging.getLogger("zksched.fire")
 
-LOCK_THREADS = 16  # lease takes wait for other holders: their own threads
-RELEASE_BATCH = 200  # lock nodes deleted in one transaction at most
 
 
 class LeaseIO:

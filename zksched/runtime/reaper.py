@@ -24,16 +24,18 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 
 log = logging.getLogger(__name__)
 
 
+READ_PAUSE = 0.02  # seconds the reaper lets lines gather between reads (one wake-up for many)
+
+
 class Reaper:
     def __init__(self, grace: float) -> None:
-        self._mutex = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
+        self._fd: int | None = None  # the pipe's write end
         self._grace = grace
 
     def start(self) -> None:
@@ -46,6 +48,8 @@ class Reaper:
                 start_new_session=True,
                 close_fds=True,
             )
+            assert self._process.stdin is not None
+            self._fd = self._process.stdin.fileno()
         except OSError as exc:
             log.error("cannot start the reaper (%s): a killed daemon's commands would outlive "
                       "it", exc)
@@ -58,7 +62,7 @@ class Reaper:
 
     def close(self) -> None:
         """A graceful stop: whatever is still listed is stopped, and the reaper exits."""
-        process, self._process = self._process, None
+        process, self._process, self._fd = self._process, None, None
         if process is None or process.stdin is None:
             return
         with contextlib.suppress(OSError):
@@ -67,15 +71,15 @@ class Reaper:
             process.wait(self._grace + 2.0)
 
     def _send(self, line: str) -> None:
-        with self._mutex:
-            process = self._process
-            if process is None or process.stdin is None:
-                return
-            try:
-                process.stdin.write(line.encode())
-                process.stdin.flush()
-            except OSError:  # it died: nothing more to tell it
-                self._process = None
+        # One write of less than PIPE_BUF bytes is atomic: starts on several threads need no
+        # lock (a lock held across the write made them queue behind each other).
+        fd = self._fd
+        if fd is None:
+            return
+        try:
+            os.write(fd, line.encode())
+        except OSError:  # it died: nothing more to tell it
+            self._fd = None
 
 
 def _alive(pgid: int) -> bool:
@@ -96,13 +100,16 @@ def main(grace: float) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a ^C at the terminal is the daemon's
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the daemon's pipe alone ends us
     groups: set[int] = set()
-    for raw in sys.stdin.buffer:
-        line = raw.strip()
-        with contextlib.suppress(ValueError):
-            if line.startswith(b"+"):
-                groups.add(int(line[1:]))
-            elif line.startswith(b"-"):
-                groups.discard(int(line[1:]))
+    partial = b""
+    while chunk := os.read(0, 65536):
+        *lines, partial = (partial + chunk).split(b"\n")
+        for line in lines:
+            with contextlib.suppress(ValueError):
+                if line.startswith(b"+"):
+                    groups.add(int(line[1:]))
+                elif line.startswith(b"-"):
+                    groups.discard(int(line[1:]))
+        time.sleep(READ_PAUSE)  # a burst of starts wakes this process a few times, not once each
     alive = [g for g in groups if _alive(g)]
     for pgid in alive:
         _signal(pgid, signal.SIGTERM)

@@ -29,13 +29,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from zksched.core.fires import FireRecord
+from zksched.runtime.fire_tuning import HOLD_STEP, MAX_HOLD
+from zksched.runtime.fire_tuning import RESULT_BATCH as BATCH
 from zksched.zk.claims import Claimed, FireClaims
 
 log = logging.getLogger(__name__)
 
-BATCH = 200  # results per transaction at most (a record is ~400 bytes)
-MAX_HOLD = 3.0  # seconds a result waits at most while `hold()` says so
-HOLD_STEP = 0.01
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from zksched.devtools.bench.cluster import (
 )
 from zksched.devtools.bench.registry import BenchContext, Result, at_least, benchmark
 from zksched.devtools.bench.report import markdown_table, ms_row, percentiles, progress
-from zksched.runtime.results import MAX_HOLD
+from zksched.runtime.fire_tuning import MAX_HOLD
 
 
 def _fire_delay_arguments(parser: argparse.ArgumentParser) -> None:

@@ -93,6 +93,7 @@ def bench_profile(ctx: BenchContext) -> Result:
         "due -> claimed (lock + claim)": ms_between(window, "scheduled_ts", "claimed_ts"),
         "claimed -> started (spawn)": ms_between(window, "claimed_ts"),
         "started -> finished (command)": ms_between(window, "started_ts", "finished_ts"),
+        "due -> started (all)": ms_between(window, "scheduled_ts"),
     }
     summary = {k: percentiles(v) for k, v in phases.items()}
     print(
