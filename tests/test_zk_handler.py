@@ -12,7 +12,7 @@ import pytest
 from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, NoNodeError, SessionExpiredError
 from kazoo.handlers.threading import SequentialThreadingHandler
 
-from zksched.zk.handler import PollingHandler, last_reply, poll_select
+from zksched.zk.handler import Handshake, PollingHandler, last_reply, poll_select
 
 
 def test_readable_once_data_arrives_and_writable_when_buffer_has_room() -> None:
@@ -146,3 +146,59 @@ def test_results_set_on_other_threads_are_no_reply() -> None:
 
 def test_another_handler_has_no_replies_to_tell() -> None:
     assert last_reply(SequentialThreadingHandler()) is None
+
+
+# -- Handshake: how long one connect attempt may wait ------------------------------------
+
+
+def test_a_connect_attempt_waits_at_most_what_is_allowed() -> None:
+    shake = Handshake(first=0.5, limit=4.0)
+    sock, wake = object(), object()
+    shake.began(sock)
+    assert shake.bound([sock], [], 10.0) <= 0.5  # the Connect request's answer
+    assert shake.bound([], [sock], None) <= 0.5  # sending it
+    assert shake.bound([other := object()], [], 10.0) == 10.0  # not the attempt's socket
+    assert other is not sock
+    assert shake.bound([sock, wake], [], 7.0) == 7.0  # kazoo's main loop: through
+    shake.began(sock)
+    assert shake.bound([sock], [], 10.0) <= 0.5  # a new attempt is bounded again
+
+
+def test_attempts_that_run_out_in_a_row_wait_longer_and_one_through_resets() -> None:
+    shake = Handshake(first=0.5, limit=1.5)
+    sock = object()
+    allowed = []
+    for _ in range(9):
+        shake.began(sock)
+        shake.bound([sock], [], 10.0)
+        shake.selected(False)  # ran out: kazoo gives the attempt up
+        allowed.append(shake.allowed)
+    assert allowed == [0.5, 0.5, 1.0, 1.0, 1.0, 1.5, 1.5, 1.5, 1.5]  # capped at the limit
+    shake.began(sock)
+    shake.bound([sock, object()], [], 1.0)
+    assert shake.allowed == 0.5
+
+
+def test_an_answer_in_time_is_not_counted_as_running_out() -> None:
+    shake = Handshake(first=0.5, limit=4.0)
+    sock = object()
+    for _ in range(6):
+        shake.began(sock)
+        shake.bound([sock], [], 10.0)
+        shake.selected(True)
+    assert shake.allowed == 0.5
+
+
+def test_the_handler_bounds_a_select_on_a_silent_attempt() -> None:
+
+    a, b = socket.socketpair()
+    try:
+        handler = PollingHandler(handshake=Handshake(first=0.2, limit=1.0))
+        assert handler.handshake is not None
+        handler.handshake.began(a)
+        t0 = time.monotonic()
+        assert handler.select([a], [], [], 30) == ([], [], [])  # b never writes
+        assert time.monotonic() - t0 < 10  # bounded by the attempt, not the 30 s asked
+    finally:
+        a.close()
+        b.close()

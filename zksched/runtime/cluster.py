@@ -36,7 +36,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState, KeeperState
 
 from zksched.core.owners import Member, OwnerTable
-from zksched.zk.connection import ensure_paths
+from zksched.zk.connection import abandon_connection, ensure_paths
 from zksched.zk.handler import last_reply
 from zksched.zk.membership import MemberReader, MemberRegistration, MemberSnapshot
 from zksched.zk.paths import ClusterPaths
@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 
 RESYNC_INTERVAL = 30.0  # re-read members even without a watch event, in case one was lost
 RETRY_DELAY = 0.5
+FIRST_RESTART_DELAY = 0.2  # seconds before a client whose connection loop died starts again
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,7 @@ class ClusterMembership:
         self.silence_limit = session_timeout / 3
         self.loss_margin = session_timeout / 2
         self._probe_interval = session_timeout / 12
+        self._restart_delay = FIRST_RESTART_DELAY
         self._last_heard = time.monotonic()
         self._ever_heard = False  # no silence to measure before the first contact
         self._probe_outstanding = False
@@ -213,6 +215,7 @@ class ClusterMembership:
     def _state_changed(self, state: str) -> None:
         log.info("ZooKeeper session %s", state.lower(), extra={"event": "session", "state": state})
         if state == KazooState.CONNECTED:
+            self._restart_delay = FIRST_RESTART_DELAY
             self._dirty = True
             self._next_retry = 0.0
             if self._declared_lost and self._registration.session_id == self._current_session():
@@ -228,13 +231,18 @@ class ClusterMembership:
         dead = self._client.client_state
         if dead in (KeeperState.AUTH_FAILED, KeeperState.CLOSED):
             # kazoo gave up (auth failure, or its connection loop died on an unexpected
-            # error): without a restart this member would wait forever as a zombie.
+            # error, such as replies out of order after a path that lost bytes): without a
+            # restart this member would wait forever as a zombie. Soon, while the session
+            # may still be alive on the server; later each time it happens again.
+            delay = 2.0 if dead == KeeperState.AUTH_FAILED else self._restart_delay
+            self._restart_delay = min(2.0, self._restart_delay * 2)
             log.error(
-                "ZooKeeper client stopped (%s); restarting it in 2s",
+                "ZooKeeper client stopped (%s); restarting it in %.1fs",
                 dead,
+                delay,
                 extra={"event": "client-restart"},
             )
-            self._restart_client_later()
+            self._restart_client_later(delay)
             return
         if not self._client.connected:
             self._log_waiting(now)
@@ -335,6 +343,9 @@ class ClusterMembership:
                     silence,
                     extra={"event": "silent", "silence": round(silence, 3)},
                 )
+                # a new connection now, while the session may still be alive on the server
+                if self._client.connected and abandon_connection(self._client):
+                    log.info("reconnecting to ZooKeeper", extra={"event": "reconnect"})
                 self._publish(replace(self._view, connected=False))
                 self._wakeup.put("silent")
 
@@ -385,8 +396,8 @@ class ClusterMembership:
                 extra={"event": "waiting"},
             )
 
-    def _restart_client_later(self) -> None:
-        if self._stopping.wait(2.0):
+    def _restart_client_later(self, delay: float) -> None:
+        if self._stopping.wait(delay):
             return
         try:
             # Not stop() first: the dead loop already reset the client, and stop() would queue

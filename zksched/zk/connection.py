@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
+import socket
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry
 from kazoo.security import ACL, make_acl, make_digest_acl
 
-from zksched.zk.handler import PollingHandler
+from zksched.zk.handler import Handshake, PollingHandler
 
 log = logging.getLogger(__name__)
 
@@ -123,12 +124,23 @@ class ZkSettings:
         ]
 
 
-def make_client(settings: ZkSettings, *, max_connect_delay: float = 2.0) -> KazooClient:
-    """A KazooClient that retries connecting forever (the daemon never gives up on ZooKeeper).
+def handshake_for(session_timeout: float) -> Handshake:
+    """Connect attempts first bounded by an eighth of the session (at least 0.2 s), so that
+    after a short cut the member is back with the same session: an attempt made while the
+    path answered nothing is abandoned well before the session can expire on the server."""
+    return Handshake(first=max(0.2, session_timeout / 8), limit=session_timeout)
+
+
+def make_client(settings: ZkSettings, *, max_connect_delay: float | None = None) -> KazooClient:
+    """A KazooClient that retries connecting forever (the daemon never gives up on ZooKeeper),
+    at most `max_connect_delay` seconds apart (default: a sixth of the session, 0.2 s to
+    1 s: while the session may still be alive on the server, the next attempt comes soon).
 
     Commands are not retried by kazoo itself: callers bound every call with `wait()`.
     """
     settings.validate()
+    if max_connect_delay is None:
+        max_connect_delay = min(1.0, max(0.2, settings.session_timeout / 6))
     kwargs: dict[str, Any] = {}
     credential = settings.credential
     if credential is not None:
@@ -147,7 +159,7 @@ def make_client(settings: ZkSettings, *, max_connect_delay: float = 2.0) -> Kazo
         hosts=settings.hosts,
         timeout=settings.session_timeout,
         read_only=False,
-        handler=PollingHandler(),
+        handler=PollingHandler(handshake=handshake_for(settings.session_timeout)),
         connection_retry=KazooRetry(
             max_tries=-1, delay=0.1, backoff=2, max_jitter=0.3, max_delay=max_connect_delay
         ),
@@ -171,6 +183,21 @@ def connect(settings: ZkSettings, timeout: float) -> KazooClient:
         close_quietly(client)
         raise ZkUnreachable(settings.hosts, timeout) from exc
     return client
+
+
+def abandon_connection(client: KazooClient) -> bool:
+    """Make kazoo give up its current connection and connect again, keeping its session if
+    the server still has it. For a connection that answers nothing while kazoo's requests
+    keep it from pinging (so kazoo itself would wait for the session to expire). Reaches
+    into kazoo's connection for its socket; False when there is none."""
+    sock = getattr(getattr(client, "_connection", None), "_socket", None)
+    if not isinstance(sock, socket.socket):
+        return False
+    try:
+        sock.shutdown(socket.SHUT_RDWR)  # kazoo's loop reads EOF and reconnects
+    except OSError:  # already closed
+        return False
+    return True
 
 
 def close_quietly(client: KazooClient) -> None:

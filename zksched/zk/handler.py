@@ -13,6 +13,11 @@ contact watchdog's probe waits behind every request queued before it, so in a bu
 its reply can come seconds after ZooKeeper answered all the others. Only answers count, read
 by kazoo's I/O thread as they arrive: not watch notifications (they come even when ZooKeeper
 no longer hears us), not the connection-loss errors kazoo sets on requests it gives up.
+
+And it bounds each connect attempt (`Handshake`): kazoo waits for the answer to its Connect
+request as long as the whole session timeout. Through a path that accepts connections but
+answers nothing (a proxy or load balancer in front of a partition), an attempt made during
+a short cut would sit there until the session is gone, though the path healed long before.
 """
 
 from __future__ import annotations
@@ -123,23 +128,91 @@ class _ReplyResult(AsyncResult):  # type: ignore[misc]
         super().set_exception(exception)
 
 
+class Handshake:
+    """How long one connect attempt may wait: the TCP (and TLS) connect, then the answer to
+    kazoo's Connect request. `first` seconds, doubled after every `RUNS_OUT` attempts in a
+    row that ran out, up to `limit` (kazoo's own bound); back to `first` once an attempt
+    gets through. A server slower than `first` is still reached, a few attempts later, and
+    an attempt made during a short cut does not hold the next ones back."""
+
+    RUNS_OUT = 3
+
+    def __init__(self, first: float, limit: float) -> None:
+        self.first = first
+        self.limit = max(first, limit)
+        self.allowed = first
+        self._missed = 0  # attempts in a row that ran out
+        self._socket: Any = None  # the socket of the attempt under way
+        self._deadline = 0.0
+        self._capped = False
+
+    def began(self, sock: Any) -> None:
+        self._socket, self._deadline, self._capped = sock, time.monotonic() + self.allowed, False
+
+    def bound(self, rlist: list[Any], wlist: list[Any], timeout: float | None) -> float | None:
+        """The timeout for one select of kazoo's connection thread."""
+        if self._socket is None:
+            return timeout
+        if len(rlist) > 1:  # kazoo's main loop (its socket and its wake-up pipe): through
+            self._socket, self.allowed, self._missed = None, self.first, 0
+            return timeout
+        if self._socket not in rlist and self._socket not in wlist:
+            return timeout
+        left = max(0.0, self._deadline - time.monotonic())
+        if timeout is None or left < timeout:
+            self._capped = True
+            return left
+        return timeout
+
+    def selected(self, ready: bool) -> None:
+        if not ready and self._capped:  # kazoo now gives this attempt up
+            self.ran_out()
+
+    def ran_out(self) -> None:
+        """The attempt under way ran out of time."""
+        self._socket, self._missed = None, self._missed + 1
+        if self._missed % self.RUNS_OUT == 0:
+            self.allowed = min(self.limit, self.allowed * 2)
+
+
 class PollingHandler(SequentialThreadingHandler):  # type: ignore[misc]
-    """kazoo's `SequentialThreadingHandler` with `poll_select` as its select, and `last_reply`."""
+    """kazoo's `SequentialThreadingHandler` with `poll_select` as its select, `last_reply`,
+    and connect attempts bounded by `handshake` (None: kazoo's own bounds)."""
 
     name = "zksched_polling_threading"
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, handshake: Handshake | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # only kazoo's connection thread selects, one at a time
         self._pollers: dict[tuple[tuple[int, int], ...], Any] = {}
         self._io_thread: int | None = None
         self.last_reply: float | None = None  # time.monotonic() of the latest answer
+        self.handshake = handshake
 
     def select(
         self, rlist: list[Any], wlist: list[Any], xlist: list[Any], timeout: float | None = None
     ) -> tuple[list[Any], list[Any], list[Any]]:
         self._io_thread = threading.get_ident()  # the thread that reads the answers
-        return poll_select(rlist, wlist, xlist, timeout, self._pollers)
+        handshake = self.handshake
+        if handshake is None:
+            return poll_select(rlist, wlist, xlist, timeout, self._pollers)
+        bounded = handshake.bound(rlist, wlist, timeout)
+        ready = poll_select(rlist, wlist, xlist, bounded, self._pollers)
+        handshake.selected(bool(ready[0] or ready[1]))
+        return ready
+
+    def create_connection(self, *args: Any, **kwargs: Any) -> Any:
+        handshake = self.handshake
+        if handshake is None or kwargs.get("timeout") is None:
+            return super().create_connection(*args, **kwargs)
+        kwargs["timeout"] = min(kwargs["timeout"], handshake.allowed)
+        try:
+            sock = super().create_connection(*args, **kwargs)
+        except TimeoutError:
+            handshake.ran_out()
+            raise
+        handshake.began(sock)
+        return sock
 
     def async_result(self) -> AsyncResult:
         return _ReplyResult(self)
