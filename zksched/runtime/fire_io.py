@@ -34,7 +34,6 @@ from zksched.core.jobspec import JobSpec
 from zksched.runtime.clock import Clock
 from zksched.runtime.fire_tuning import (
     CLAIM_BATCH,
-    FIRST_CLAIM_BATCH,
     IO_THREADS,
     SKIP_RECORD_TRIES,
 )
@@ -103,11 +102,6 @@ class FireIO:
         ones one by one (each reads its fire folder first)."""
         plain = [c for c in claims if not c.late]
         late = [c for c in claims if c.late]
-        # the first few alone: answered first, their starts begin while ZooKeeper answers
-        # the rest
-        first, plain = plain[:FIRST_CLAIM_BATCH], plain[FIRST_CLAIM_BATCH:]
-        if first:
-            self._submit(self._claim_batch, first, session)
         for start in range(0, len(plain), CLAIM_BATCH):
             self._submit(self._claim_batch, plain[start : start + CLAIM_BATCH], session)
         for claim in late:

@@ -16,7 +16,6 @@ STARTS_SETTLE = 0.05  # seconds after the last start that `starting()` still say
 PROGRAM_LOOKUP_TTL = 1.0  # seconds an argv[0] found in PATH is reused for the next starts
 
 # fire_io.py: claims, reads and skip records
-FIRST_CLAIM_BATCH = 16  # the first claims of a turn go alone: their starts begin sooner
 CLAIM_BATCH = 200  # claims in one transaction at most (~100 KB, far below 1 MB)
 IO_THREADS = 8  # threads for claims, reads and skip records
 SKIP_RECORD_TRIES = 5
