@@ -13,9 +13,10 @@ after read_timeout/2 (T/3) without sending anything and counts every request as 
 member that keeps firing jobs into a partition may never see SUSPENDED. A small thread
 therefore probes ZooKeeper every T/12 and measures the silence since the last reply (to the
 probe, or to any other request: in a burst the probe waits behind thousands): past T/3
-the member owns nothing; at T/2 the session is treated as lost (listeners stop runs). The
-server cannot expire the session before T after it last heard from us, so this stays ahead
-of any takeover whatever kazoo believes.
+the member owns nothing and gives the connection up (a new one gets through while the
+session lives: a blip costs the blip); at T/2 the session is treated as lost (listeners
+stop runs). The server cannot expire the session before T after it last heard from us, so
+this stays ahead of any takeover whatever kazoo believes.
 """
 
 from __future__ import annotations
