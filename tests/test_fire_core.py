@@ -451,3 +451,27 @@ def test_the_member_core_keeps_what_it_owned_while_disconnected() -> None:
     core.view_changed(SESSION, lambda name, _spec: name == "b", T0 + 0.5)
     assert core.owned() == ["b"]
     assert "a" not in core.jobs  # forgotten: nothing in flight
+
+
+@pytest.mark.parametrize("overlap", ["allow", "skip"])
+def test_a_claim_in_flight_at_a_graceful_stop_still_starts(overlap: str) -> None:
+    """A stopping member leaves the owner table but keeps its session until its fires are
+    through: an instant it claimed as it stopped is its own to run (the next owner finds the
+    claim taken), never a skip that loses it."""
+    from zksched.core.fire.member import MemberFireCore
+
+    core = MemberFireCore()
+    core.table_changed({"a": (spec(name="a", overlap=overlap), T0)}, T0 - 0.5)
+    out = core.view_changed(SESSION, lambda _n, _s: True, T0 - 0.5)
+    if overlap == "skip":
+        assert m.TakeLease("a", 0.0) in out
+        core.handle("a", m.LeaseAnswered(m.LeaseOutcome.TAKEN), T0 - 0.4)
+    out = core.handle("a", m.Tick(), T0 + 0.01)
+    assert [a.instant for a in out if isinstance(a, m.Claim)] == [at(0)]
+    out = core.stop(T0 + 0.02)
+    assert not [a for a in out if isinstance(a, m.GiveBackLease)]  # busy: kept for the run
+    # the daemon left the cluster: same session, owning nothing
+    core.view_changed(SESSION, lambda _n, _s: False, T0 + 0.03)
+    out = core.handle("a", m.ClaimAnswered(at(0), m.ClaimOutcome.CREATED, 5), T0 + 0.04)
+    assert [a for a in out if isinstance(a, m.Start)] == [m.Start("a", at(0), "scheduled", 5)]
+    assert not [a for a in out if isinstance(a, m.Skip)]

@@ -168,7 +168,9 @@ class ClusterMembership:
         if self._watchdog is not None:
             self._watchdog.join(timeout=2)
         self._client.remove_listener(self._on_state)
-        self._publish(replace(self._view, connected=False))
+        # owning nothing from now on, on the same session: a claim answered while the daemon
+        # stops is still its own to run (the next owner finds it taken), not a skip
+        self._publish(replace(self._view, my_znode=None))
         if self._client.connected:
             try:
                 self._registration.leave()
