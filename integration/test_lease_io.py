@@ -80,6 +80,10 @@ def test_first_fires_get_their_folders_together_then_their_leases(
     assert not io.pruner.may_prune(spec)
 
 
+def every_lock_empty(kazoo: KazooClient, paths: ClusterPaths) -> bool:
+    return all(not kazoo.get_children(paths.job_lock(job)) for job in JOBS)
+
+
 def test_leases_given_back_together_go_in_one_transaction(
     taken: Taken, kazoo: KazooClient, client_id: str
 ) -> None:
@@ -90,11 +94,7 @@ def test_leases_given_back_together_go_in_one_transaction(
     counter.enabled = True
     for job in JOBS:
         io.leases.give_back(job)
-    wait_until(
-        lambda: all(not kazoo.get_children(paths.job_lock(job)) for job in JOBS),
-        10,
-        what="every lock node deleted",
-    )
+    wait_until(lambda: every_lock_empty(kazoo, paths), 10, what="every lock node deleted")
     counter.enabled = False
     assert counter.counts.get("Delete", 0) < len(JOBS), counter.counts
     assert counter.counts.get("Transaction", 0) >= 1, counter.counts
@@ -111,8 +111,6 @@ def test_a_lock_node_gone_already_spoils_none_of_the_others(
     for job in JOBS:
         io.leases.give_back(job)
     wait_until(
-        lambda: all(not kazoo.get_children(paths.job_lock(job)) for job in JOBS),
-        10,
-        what="the other lock nodes deleted one by one",
+        lambda: every_lock_empty(kazoo, paths), 10, what="the other lock nodes deleted one by one"
     )
     assert not io.leases.has_chores()  # nothing left over to retry

@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 RESYNC_INTERVAL = 30.0  # re-read members even without a watch event, in case one was lost
 RETRY_DELAY = 0.5
 FIRST_RESTART_DELAY = 0.2  # seconds before a client whose connection loop died starts again
+MAX_RESTART_DELAY = 2.0  # the restart delay doubles up to this; an auth failure waits this long
 
 
 @dataclass(frozen=True)
@@ -237,8 +238,8 @@ class ClusterMembership:
             # error, such as replies out of order after a path that lost bytes): without a
             # restart this member would wait forever as a zombie. Soon, while the session
             # may still be alive on the server; later each time it happens again.
-            delay = 2.0 if dead == KeeperState.AUTH_FAILED else self._restart_delay
-            self._restart_delay = min(2.0, self._restart_delay * 2)
+            delay = MAX_RESTART_DELAY if dead == KeeperState.AUTH_FAILED else self._restart_delay
+            self._restart_delay = min(MAX_RESTART_DELAY, self._restart_delay * 2)
             log.error(
                 "ZooKeeper client stopped (%s); restarting it in %.1fs",
                 dead,

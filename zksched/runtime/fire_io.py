@@ -32,11 +32,7 @@ from zksched.core.firekey import format_utc, parse_utc
 from zksched.core.fires import FireRecord
 from zksched.core.jobspec import JobSpec
 from zksched.runtime.clock import Clock
-from zksched.runtime.fire_tuning import (
-    CLAIM_BATCH,
-    IO_THREADS,
-    SKIP_RECORD_TRIES,
-)
+from zksched.runtime.fire_tuning import CLAIM_BATCH, IO_THREADS, SKIP_RECORD_TRIES
 from zksched.runtime.history_io import HistoryReads
 from zksched.runtime.lease_io import LeaseIO
 from zksched.runtime.pruning import HistoryPruner
@@ -46,7 +42,6 @@ from zksched.zk.paths import ClusterPaths
 from zksched.zk.triggers import Triggers
 
 log = logging.getLogger("zksched.fire")
-
 
 Post = Callable[[str, m.JobEvent], None]
 FireId = tuple[str, datetime]

@@ -35,7 +35,6 @@ from zksched.zk.paths import ClusterPaths
 log = logging.getLogger("zksched.fire")
 
 
-
 class LeaseIO:
     def __init__(
         self,

@@ -29,12 +29,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from zksched.core.fires import FireRecord
-from zksched.runtime.fire_tuning import HOLD_STEP, MAX_HOLD
-from zksched.runtime.fire_tuning import RESULT_BATCH as BATCH
+from zksched.runtime.fire_tuning import HOLD_STEP, MAX_HOLD, RESULT_BATCH
 from zksched.zk.claims import Claimed, FireClaims
 
 log = logging.getLogger(__name__)
-
 
 
 @dataclass(frozen=True)
@@ -106,7 +104,7 @@ class ResultWriter:
             while self._hold() and not self._urgent and time.monotonic() < deadline:
                 time.sleep(HOLD_STEP)
             with self._cv:
-                batch, self._queue = self._queue[:BATCH], self._queue[BATCH:]
+                batch, self._queue = self._queue[:RESULT_BATCH], self._queue[RESULT_BATCH:]
                 self._urgent -= sum(p.urgent for p in batch)
                 self._busy = True
             try:
