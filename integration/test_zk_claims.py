@@ -372,3 +372,41 @@ def test_a_late_claim_whose_reply_was_lost_is_recognised(
     again = claims.claim_late(mine)
     assert isinstance(again, Claimed) and again.fencing_token == outcome.fencing_token
     assert kazoo.get_children(paths.job_fires("j")) == ["2026-01-01T00:00:00Z", mine.scheduled]
+
+
+def test_a_withdrawal_deletes_only_a_bare_claim_and_a_lost_reply_is_settled_by_retrying(
+    zk_client: Callable[..., KazooClient],
+    kazoo: KazooClient,
+    proxy_to: Callable[..., FaultProxy],
+    client_id: str,
+) -> None:
+    """A claim of ours that never started is withdrawn (its record deleted) only while it
+    is the bare claim: a record with a result is left as it is, and one already gone is
+    fine. A withdrawal whose reply was lost raises; sent again, it finds the node gone."""
+    proxy = proxy_to()
+    client = zk_client(proxy.address, session_timeout=4.0)
+    paths = ClusterPaths(client_id)
+    claims = FireClaims(client, paths, 1.0)
+    bare = claims.claim(record("j", "2026-01-01T00:00:00Z", "n-1"))
+    done = claims.claim(record("j", "2026-01-01T00:00:01Z", "n-2"))
+    assert isinstance(bare, Claimed) and isinstance(done, Claimed)
+    claims.complete(done, done.record.with_changes(state="ok"))
+    assert not claims.withdraw(done)  # it has a result: kept
+    assert kazoo.exists(done.path)
+    proxy.set_mode(DROP_REPLIES)
+    with pytest.raises((KazooException, KazooTimeoutError)):
+        claims.withdraw(bare)
+    assert not kazoo.exists(bare.path)  # it did apply
+    proxy.set_mode(PASS)
+    wait_until(lambda: client.state == KazooState.CONNECTED, 10, what="reconnected")
+    assert wait_until(lambda: _withdraw(claims, bare), 10, what="withdrawn") == "gone"
+    # the instant may be claimed afresh, with a larger fencing token
+    again = claims.claim(record("j", "2026-01-01T00:00:00Z", "n-3"))
+    assert isinstance(again, Claimed) and again.fencing_token > done.fencing_token
+
+
+def _withdraw(claims: FireClaims, claimed: Claimed) -> str | None:
+    try:
+        return "deleted" if claims.withdraw(claimed) else "gone"
+    except (KazooException, KazooTimeoutError):
+        return None

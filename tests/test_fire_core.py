@@ -358,14 +358,105 @@ def test_not_connected_starts_nothing_and_says_why() -> None:
     assert shell.skips(m.SkipReason.NOT_CONNECTED) == [at(0)]
 
 
-def test_a_claim_answered_after_the_connection_went_is_recorded_not_started() -> None:
-    shell = Shell(spec(overlap="allow"), updated_at=T0)
+def cut_with_a_claim_in_flight(catchup: str = "all", overlap: str = "allow") -> Shell:
+    """A member claims at(0), then loses contact (the watchdog) before the answer."""
+    shell = Shell(spec(overlap=overlap, catchup=catchup), updated_at=T0 - 0.5)
     shell.join()
-    shell.to(0.0)
+    if overlap == "skip":
+        shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    assert claims(shell.to(0.0)) == [at(0)]
+    shell.now = T0 + 0.3
     shell.feed(shell.machine.set_session(None, shell.now))
+    return shell
+
+
+def test_a_claim_answered_after_contact_was_lost_waits_and_is_withdrawn_once_connected() -> None:
+    """Ours, but contact was lost since it was sent: never started, nor recorded as a skip
+    (the member may be back on the same session a moment later). Once connected its record
+    is withdrawn, and the catch-up planned after that runs the instant again."""
+    shell = cut_with_a_claim_in_flight()
     out = shell.give(m.ClaimAnswered(at(0), m.ClaimOutcome.CREATED, 3))
-    assert not [a for a in out if isinstance(a, m.Start)]
-    assert [a.reason for a in out if isinstance(a, m.WriteResult)] == [m.SkipReason.NOT_CONNECTED]
+    assert not [a for a in out if isinstance(a, m.Start | m.WriteResult | m.Withdraw)]
+    assert shell.machine.fires[at(0)].stage is FireStage.PARKED
+    shell.now = T0 + 1.6
+    out = shell.feed(shell.machine.set_session(SESSION, shell.now))
+    assert m.Withdraw("job", at(0)) in out
+    assert m.ReadHistory("job") not in out  # the plan waits: at(0) may lose its record
+    out = shell.give(m.Withdrawn(at(0)))
+    assert m.ReadHistory("job") in out
+    out = shell.give(m.HistoryRead(()))
+    assert [(c.instant, c.kind, c.late) for c in shell.of(m.Claim)][1:] == [  # type: ignore[attr-defined]
+        (at(0), "catchup", True),
+        (at(1), "catchup", True),
+    ]
+    assert not shell.of(m.Start) and not shell.skips(m.SkipReason.NOT_CONNECTED)
+
+
+def test_a_claim_resolved_after_contact_was_lost_is_withdrawn_too() -> None:
+    shell = cut_with_a_claim_in_flight(overlap="skip")
+    shell.give(m.ClaimAnswered(at(0), m.ClaimOutcome.UNKNOWN))
+    shell.to(1.0)
+    assert not shell.of(m.Resolve)  # not while disconnected
+    out = shell.feed(shell.machine.session_lost(shell.now))
+    shell.now = T0 + 1.7
+    out = shell.feed(shell.machine.set_session(SESSION, shell.now))
+    assert m.Resolve("job", at(0)) in out and m.ReadHistory("job") not in out
+    out = shell.give(m.ClaimAnswered(at(0), m.ClaimOutcome.CREATED, 4))
+    assert out == [m.Withdraw("job", at(0))]
+
+
+def test_an_interrupted_claim_that_never_landed_is_left_to_the_catchup() -> None:
+    shell = cut_with_a_claim_in_flight(catchup="latest")
+    shell.give(m.ClaimAnswered(at(0), m.ClaimOutcome.UNKNOWN))
+    shell.now = T0 + 2.5
+    shell.feed(shell.machine.set_session(SESSION, shell.now))
+    out = shell.give(m.ClaimAnswered(at(0), m.ClaimOutcome.ABSENT))
+    assert m.ReadHistory("job") in out
+    assert not shell.of(m.RecordSkip) and not [a for a in out if isinstance(a, m.Claim)]
+    shell.give(m.HistoryRead(()))
+    # latest: the newest missed instant runs, the rest are one skip range
+    (record,) = shell.of(m.RecordSkip)
+    assert (record.covers_from, record.instant) == (at(0), at(1))  # type: ignore[attr-defined]
+    assert [c.instant for c in shell.of(m.Claim)][1:] == [at(2)]  # type: ignore[attr-defined]
+
+
+def test_an_interrupted_claim_of_a_job_that_moved_is_recorded_not_withdrawn() -> None:
+    shell = cut_with_a_claim_in_flight()
+    shell.give(m.ClaimAnswered(at(0), m.ClaimOutcome.CREATED, 3))
+    shell.feed(shell.machine.set_owned(False, shell.now))
+    out = shell.feed(shell.machine.set_session(SESSION, shell.now))
+    assert not [a for a in out if isinstance(a, m.Withdraw | m.Start)]
+    (write,) = [a for a in out if isinstance(a, m.WriteResult)]
+    assert (write.status, write.reason) == ("skipped", m.SkipReason.NOT_CONNECTED)
+
+
+def test_a_withdrawal_whose_reply_was_lost_is_sent_again_when_connected() -> None:
+    shell = cut_with_a_claim_in_flight()
+    shell.give(m.ClaimAnswered(at(0), m.ClaimOutcome.CREATED, 3))
+    shell.feed(shell.machine.set_session(SESSION, shell.now))
+    shell.feed(shell.machine.set_session(None, shell.now))
+    assert not [a for a in shell.give(m.Withdrawn(at(0), done=False)) if isinstance(a, m.Withdraw)]
+    shell.to(5.0)
+    assert len(shell.of(m.Withdraw)) == 1  # not while disconnected
+    out = shell.feed(shell.machine.set_session(SESSION, shell.now))
+    assert m.Withdraw("job", at(0)) in out
+
+
+def test_an_instant_waiting_for_the_lease_when_the_session_goes_is_caught_up() -> None:
+    """Regression: a session lost while a fire waited for the job's lease (no
+    disconnection seen first) dropped the instant and planned the next catch-up after it."""
+    shell = Shell(spec(schedule="*/5 * * * * *", catchup="all"), updated_at=T0 - 0.5)
+    shell.join()
+    shell.give(m.LeaseAnswered(m.LeaseOutcome.BUSY, holder="old", running=False))
+    shell.to(0.0)
+    assert shell.machine.fires[at(0)].stage is FireStage.LEASING
+    shell.now = T0 + 3.0
+    shell.feed(shell.machine.session_lost(shell.now))
+    out = shell.feed(shell.machine.set_session(SESSION, shell.now))
+    assert m.ReadHistory("job") in out
+    shell.give(m.HistoryRead(()))
+    shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    assert [c.instant for c in shell.of(m.Claim)] == [at(0)]  # type: ignore[attr-defined]
 
 
 def test_a_lost_session_terminates_runs_and_forgets_the_lease() -> None:
@@ -475,3 +566,60 @@ def test_a_claim_in_flight_at_a_graceful_stop_still_starts(overlap: str) -> None
     out = core.handle("a", m.ClaimAnswered(at(0), m.ClaimOutcome.CREATED, 5), T0 + 0.04)
     assert [a for a in out if isinstance(a, m.Start)] == [m.Start("a", at(0), "scheduled", 5)]
     assert not [a for a in out if isinstance(a, m.Skip)]
+
+
+def test_an_instant_due_when_a_held_planning_is_released_fires_at_once() -> None:
+    """Regression (simulator, seed 53): the planning released after a withdrawal set the
+    next instant to one already due (its jitter had passed) after the due loop had run, and
+    no timer was set for a time already past: the instant waited for the next event and
+    was lost when the member lost contact again."""
+    job = spec(overlap="allow", catchup="latest", jitter=3.0, schedule="*/10 * * * * *")
+    shell = Shell(job, updated_at=T0 - 0.6)
+    shell.join()
+    due = next(c for c in (shell.to(s / 10) for s in range(0, 40)) if claims(c))
+    (instant,) = claims(due)
+    shell.feed(shell.machine.set_session(None, shell.now))
+    shell.give(m.ClaimAnswered(instant, m.ClaimOutcome.CREATED, 3))
+    shell.now += 0.05
+    shell.feed(shell.machine.set_session(SESSION, shell.now))
+    out = shell.give(m.Withdrawn(instant))
+    assert instant in claims(out)  # at once, not at the next event
+
+
+def test_a_catchup_that_waited_past_its_window_for_the_lease_is_recorded_not_run() -> None:
+    """Regression (simulator, seed 128): a catch-up instant queued inside its window waited
+    for a lease held by the previous owner's long run, and ran 9 s late, window 5 s."""
+    shell = Shell(spec(schedule="*/10 * * * * *", catchup_window=5.0), updated_at=T0 - 10.5)
+    shell.now = T0 + 4.5
+    shell.join()
+    shell.give(m.HistoryRead((at(-10),)))
+    shell.give(m.LeaseAnswered(m.LeaseOutcome.BUSY, holder="old", running=True))
+    shell.to(4.6)
+    shell.now = T0 + 9.3
+    out = shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    assert at(0) not in claims(out)
+    assert m.RecordSkip("job", at(0), "scheduled", m.SkipReason.OUTSIDE_CATCHUP_WINDOW) in out
+
+
+def test_an_instant_due_while_the_last_catchup_runs_goes_behind_it_with_all() -> None:
+    """Regression (chaos partition, seed 1): a new owner ran three missed instants one after
+    another; the third was still running when the next instant came due, and that instant
+    was skipped `still-running` (the catch-up's queue was empty by then). With `all` it goes
+    behind the catch-up, and runs once the catch-up ends, if its successor is not due yet."""
+    shell = Shell(spec(catchup="all"), updated_at=T0 - 3.5)
+    shell.now = T0 - 0.02
+    shell.join()
+    shell.give(m.HistoryRead((at(-3),)))
+    shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    shell.run(at(-2))
+    shell.finish(at(-2))
+    shell.run(at(-1))  # the catch-up's last instant, running
+    assert not claims(shell.to(0.0))
+    assert not shell.skips(m.SkipReason.STILL_RUNNING)
+    shell.now = T0 + 0.005
+    shell.finish(at(-1))
+    assert [(c.instant, c.kind) for c in shell.of(m.Claim)] == [  # type: ignore[attr-defined]
+        (at(-2), "catchup"),
+        (at(-1), "catchup"),
+        (at(0), "scheduled"),
+    ]

@@ -39,6 +39,7 @@ class AdversarialShell(RuleBasedStateMachine):
         self.created: set[datetime] = set()  # answered CREATED (last answer)
         self.started: list[datetime] = []
         self.running: set[datetime] = set()
+        self.withdraws: list[datetime] = []  # withdrawals waiting for an answer
         self.leases = 0  # lease takes waiting for an answer
         self.reads: list[type] = []
         self.token = 100
@@ -50,6 +51,10 @@ class AdversarialShell(RuleBasedStateMachine):
             match action:
                 case m.Claim(_, instant) | m.Resolve(_, instant):
                     self.claims.append(instant)
+                case m.Withdraw(_, instant):
+                    assert instant in self.created, "withdrew what is not a claim of ours"
+                    assert instant not in self.started, "withdrew a claim whose run started"
+                    self.withdraws.append(instant)
                 case m.TakeLease():
                     self.leases += 1
                 case m.ReadHistory():
@@ -93,6 +98,14 @@ class AdversarialShell(RuleBasedStateMachine):
         self.apply(
             self.machine.handle(m.ClaimAnswered(instant, outcome, self.token), self.now)
         )
+
+    @precondition(lambda self: self.withdraws)
+    @rule(data=st.data(), done=st.booleans())
+    def answer_a_withdrawal(self, data: st.DataObject, done: bool) -> None:
+        instant = self.withdraws.pop(data.draw(st.integers(0, len(self.withdraws) - 1)))
+        if done:
+            self.created.discard(instant)  # the record is gone: the path may be created again
+        self.apply(self.machine.handle(m.Withdrawn(instant, done), self.now))
 
     @precondition(lambda self: self.leases)
     @rule(outcome=st.sampled_from(list(m.LeaseOutcome)))

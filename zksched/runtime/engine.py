@@ -321,6 +321,8 @@ class FireEngine:
                             observer(action.job, 1)
                 case m.Resolve(job, instant):
                     self.io.resolve(job, instant)
+                case m.Withdraw(job, instant):
+                    self.io.withdraw(job, instant)
                 case m.Start():
                     self.commands.start(action, now)
                 case m.Terminate(job, instant, why):

@@ -6,6 +6,8 @@ answers mean:
 - a claim: CREATED (ours, with its fencing token; a create whose reply was lost and that
   carries our nonce counts), TAKEN (another record, or a late claim behind a newer record
   or the pruning horizon), UNKNOWN (the reply was lost: resolved later);
+- a withdrawal (the record of a claim of ours that never started, deleted while it is
+  still the bare claim): done, or not (the reply was lost: tried again);
 - a lease: TAKEN, BUSY (another contender after the wait the core allowed), UNKNOWN.
 
 Speed lives here, not in the core: claims the core asks for together go in transactions
@@ -201,6 +203,31 @@ class FireIO:
             self._claimed[(job, instant)] = claimed
         self.pruner.note(job, claimed.record.scheduled)
         self._post(job, m.ClaimAnswered(instant, m.ClaimOutcome.CREATED, claimed.fencing_token))
+
+    def withdraw(self, job: str, instant: datetime) -> None:
+        self._submit(self._withdraw, job, instant)
+
+    def _withdraw(self, job: str, instant: datetime) -> None:
+        """Delete our claim's record (contact was lost before its start): the instant is
+        then missed, and the core's catch-up decides it."""
+        with self._mutex:
+            claimed = self._claimed.get((job, instant))
+        if claimed is not None:
+            try:
+                deleted = self.claims.withdraw(claimed)
+            except Exception as exc:
+                log.warning("could not withdraw the claim of %s (%s); will retry",
+                            claimed.record.fire_key, type(exc).__name__)
+                self._post(job, m.Withdrawn(instant, done=False))
+                return
+            if deleted:
+                log.info("withdrew the claim of %s: contact was lost before its start; the "
+                         "job's catch-up decides it", claimed.record.fire_key,
+                         extra={"event": "withdrawn", "job": job})
+        with self._mutex:
+            self._claimed.pop((job, instant), None)
+            self._records.pop((job, instant), None)
+        self._post(job, m.Withdrawn(instant))
 
     def claimed(self, job: str, instant: datetime) -> Claimed | None:
         with self._mutex:

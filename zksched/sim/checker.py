@@ -21,6 +21,9 @@ from zksched.sim.zkmodel import ZkModel
 
 SLACK = 3.0  # how long a job table change may take to reach a connected member
 WINDOW = 0.01  # between a claim's reply and its command's start (the sim's start delay)
+# a claim interrupted by a loss of contact waits for the connection, then is withdrawn:
+# connected this long in all (a round trip or a few retries), its member must have settled it
+PARKED_WINDOW = 3.0
 TRIGGER_WINDOW = 40.0  # a taken trigger runs within this long (after a run going on)
 
 
@@ -244,6 +247,14 @@ def _never_started(
         verdict.add("lost", job, instant, f"claimed by {member}, which lives, never settled")
         return
     if any(claim[1] <= d <= claim[1] + WINDOW for d in deaths):
+        verdict.abandoned += 1
+        return
+    # contact lost between the claim's send and its reply: parked until connected again
+    sent = ledger.claim_sent.get((job, instant), claim[1])
+    if ledger.connected_for(member, sent, claim[1]) < claim[1] - sent - 1e-9 and any(
+        claim[1] <= d and ledger.connected_for(member, claim[1], d) <= PARKED_WINDOW
+        for d in deaths
+    ):
         verdict.abandoned += 1
         return
     verdict.add("lost", job, instant, f"claimed by {member} at t+{claim[1] - EPOCH:.3f}s, "

@@ -66,10 +66,34 @@ class Ledger:
     actions: Counter[str] = field(default_factory=Counter)
     claims: dict[tuple[str, datetime], tuple[str, float]] = field(default_factory=dict)
     claim_sent: dict[tuple[str, datetime], float] = field(default_factory=dict)  # the last
+    # member -> [(when, connected)]: each change of the connection as its core was told
+    links: dict[str, list[tuple[float, bool]]] = field(default_factory=dict)
 
     def claimed(self, job: str, instant: datetime, member: str, at: float) -> None:
         """Our claim's reply came back CREATED (the at-most-once window opens)."""
         self.claims[(job, instant)] = (member, at)
+
+    def withdrawn(self, job: str, instant: datetime) -> None:
+        """Our unstarted claim's record was deleted: the instant has no claim now."""
+        self.claims.pop((job, instant), None)
+
+    def link(self, member: str, at: float, connected: bool) -> None:
+        changes = self.links.setdefault(member, [])
+        if not changes or changes[-1][1] != connected:
+            changes.append((at, connected))
+
+    def connected_for(self, member: str, start: float, end: float) -> float:
+        """How long, within [start, end], the member's core was told it was connected."""
+        total, up_since = 0.0, None
+        for at, connected in self.links.get(member, []):
+            if connected and up_since is None:
+                up_since = at
+            elif not connected and up_since is not None:
+                total += max(0.0, min(at, end) - max(up_since, start))
+                up_since = None
+        if up_since is not None:
+            total += max(0.0, end - max(up_since, start))
+        return total
 
     def publish(self, version: int, table: Table, at: float) -> None:
         self.tables[version] = table

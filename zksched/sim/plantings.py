@@ -104,6 +104,12 @@ def _utc(epoch: float) -> datetime:
     return datetime.fromtimestamp(epoch, UTC)
 
 
+def _plans_before_withdrawals(self: JobFireMachine) -> bool:
+    """The catch-up is planned at once on reconnecting, without waiting for the claims that
+    contact was lost under: it sees their records, which are then withdrawn."""
+    return False
+
+
 _ORIGINAL: dict[str, Callable[..., Any]] = {
     name: getattr(JobFireMachine, name)
     for name in ("_claim", "_refuse_start", "_claim_answered", "_apply_plan", "_due")
@@ -120,6 +126,7 @@ PLANTINGS: dict[str, list[tuple[str, Any]]] = {
     "lost-reply-as-failure": [("_claim_answered", _lost_reply_is_failure)],
     "unknown-taken-as-ours": [("_claim_answered", _unknown_taken_as_ours)],
     "catchup-ignores-window": [("_apply_plan", _catchup_ignores_window)],
+    "plans-before-withdrawals": [("_unsettled", _plans_before_withdrawals)],
 }
 
 

@@ -261,6 +261,16 @@ class FireClaims:
             return Claimed(path, existing.with_changes(fencing_token=stat.czxid), stat.czxid)
         return AlreadyClaimed(existing)
 
+    def withdraw(self, claimed: Claimed) -> bool:
+        """Delete our claim's record if it is still the bare claim (version 0: no result
+        was ever written to it). True: deleted now; False: gone already, or not a bare
+        claim any more (left as it is). Raises when the outcome is unknown."""
+        try:
+            wait(self._client.delete_async(claimed.path, 0), self._timeout)
+        except (NoNodeError, BadVersionError):
+            return False
+        return True
+
     def complete(self, claimed: Claimed, record: FireRecord) -> None:
         """Write the final record. Unconditional: the run's own result is the truth."""
         wait(self._client.set_async(claimed.path, record.to_json(), -1), self._timeout)

@@ -21,11 +21,11 @@ class AnswerHandling(JobState):
         elif fire.stage is FireStage.UNKNOWN:
             # never given up: a claim that landed would stay `running` under a live member;
             # once resolved, one too late to start is recorded (`_refuse_start`)
-            if self.session is None:
-                fire.retry_at = now + self.tunables.retry_interval
-            else:
+            if self.session is not None:
                 fire.step(Step.RESOLVE_SENT)
                 self._out.append(m.Resolve(self.spec.name, fire.instant))
+        elif fire.stage is FireStage.PARKED:
+            self._unpark(fire)
 
     def _lease_answered(self, event: m.LeaseAnswered, now: float) -> None:
         if self.lease is not LeaseStage.TAKING:
@@ -98,6 +98,10 @@ class AnswerHandling(JobState):
         if fire.stage not in (FireStage.CLAIMING, FireStage.RESOLVING):
             raise_illegal(f"a claim answer for a fire in {fire.stage.value}")
         match event.outcome:
+            case m.ClaimOutcome.CREATED if self._interrupted(fire):
+                fire.token = event.token
+                fire.step(Step.PARKED)
+                self._unpark(fire)
             case m.ClaimOutcome.CREATED:
                 fire.token = event.token
                 refusal = self._refuse_start(fire, now, resolving)
@@ -109,7 +113,7 @@ class AnswerHandling(JobState):
                     fire.step(Step.SETTLED)
                     self._skip(fire.instant, refusal[0], record=False, detail=refusal[1])
                     self._write(fire, "skipped", reason=refusal[0], error=refusal[1])
-                    if fire.trigger is not None and self.phase is not JobPhase.DELETED:
+                    if fire.trigger is not None:
                         self._triggers.appendleft(fire.trigger)  # it runs once, later
             case m.ClaimOutcome.TAKEN:
                 holder = event.holder or "another member"
@@ -119,9 +123,12 @@ class AnswerHandling(JobState):
             case m.ClaimOutcome.UNKNOWN:
                 fire.step(Step.UNKNOWN)
                 fire.retry_at = now + self.tunables.retry_interval
+            case m.ClaimOutcome.ABSENT if not resolving:
+                raise_illegal("ABSENT answers a resolve, not a claim")
+            case m.ClaimOutcome.ABSENT if self._interrupted(fire):
+                # never claimed: the instant is missed, and the next catch-up plans it
+                self._drop(fire, None, "")
             case m.ClaimOutcome.ABSENT:
-                if not resolving:
-                    raise_illegal("ABSENT answers a resolve, not a claim")
                 refusal = self._refuse_start(fire, now, True)
                 if refusal is None and self.phase is JobPhase.ACTIVE:
                     fire.step(Step.CLAIM_SENT)
@@ -133,10 +140,8 @@ class AnswerHandling(JobState):
     def _refuse_start(
         self, fire: Fire, now: float, late: bool
     ) -> tuple[m.SkipReason, str] | None:
-        """Why a claim of ours must not start now; None: start it."""
+        """Why a claim of ours, made in this connection, must not start now; None: start."""
         spec = self.spec
-        if self.session is None:
-            return m.SkipReason.NOT_CONNECTED, "not connected at the start"
         if self.phase is JobPhase.DELETED:
             return m.SkipReason.PAUSED, "the job was deleted"
         if spec.paused and fire.kind != "trigger":
@@ -152,6 +157,41 @@ class AnswerHandling(JobState):
         if late and outside and (fire.kind == "catchup" or spec.overlap == "allow"):
             return m.SkipReason.OUTSIDE_CATCHUP_WINDOW, "settled outside the catch-up window"
         return None
+
+    def _unpark(self, fire: Fire) -> None:
+        """A claim of ours sent before this member lost contact: once connected, withdrawn
+        if the job is still ours to catch up (the catch-up planning waits for it), else
+        completed as a skip (the job moved, was paused or deleted): never started."""
+        fire.retry_at = NEVER
+        if self.session is None:
+            return  # `set_session` wakes it
+        why = None
+        if self.phase is JobPhase.DELETED:
+            why = m.SkipReason.PAUSED, "the job was deleted"
+        elif self.spec.paused and fire.kind != "trigger":
+            why = m.SkipReason.PAUSED, "the job was paused"
+        elif not self.owned:
+            why = m.SkipReason.NOT_CONNECTED, "contact was lost before the start; the job moved"
+        if why is None:
+            fire.step(Step.WITHDRAW_SENT)
+            self._out.append(m.Withdraw(self.spec.name, fire.instant))
+            return
+        fire.step(Step.SETTLED)
+        self._skip(fire.instant, why[0], record=False, detail=why[1])
+        self._write(fire, "skipped", reason=why[0], error=why[1])
+        if fire.trigger is not None:
+            self._triggers.appendleft(fire.trigger)
+
+    def _withdrawn(self, event: m.Withdrawn, now: float) -> None:
+        fire = self._fire(event.instant)
+        if event.done:
+            fire.step(Step.WITHDRAWN)
+            del self.fires[fire.instant]
+            if fire.trigger is not None:
+                self._triggers.appendleft(fire.trigger)
+            return
+        fire.step(Step.UNKNOWN)
+        fire.retry_at = now + self.tunables.retry_interval if self.session is not None else NEVER
 
     def _after_run(self, now: float) -> None:
         """A command ended: the lease is free for the next fire at once; it goes back once

@@ -15,6 +15,9 @@ Invariants (checked by the cluster simulator, zksched/sim):
   `still-running` and recorded, never queued. A scheduled instant whose successor is due
   before it could claim is skipped, not run late.
 - A job's instants are claimed in instant order: none is (re)claimed after a later one.
+- A claim sent before this member lost contact never starts: once connected, its record is
+  withdrawn (deleted while still exactly our claim), and the catch-up planned after that
+  runs or records the instant by the job's policy (`PARKED`, `WITHDRAWING`).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from zksched.core.catchup import trigger_instant
 from zksched.core.fire import model as m
 from zksched.core.fire.answers import AnswerHandling
 from zksched.core.fire.planning import CatchupPlanning
-from zksched.core.fire.stages import COMMAND_UP, FireStage, LeaseStage, Step
+from zksched.core.fire.stages import BEFORE_START, COMMAND_UP, FireStage, LeaseStage, Step
 from zksched.core.fire.state import NEVER, Fire, JobPhase, _utc
 from zksched.core.firekey import fire_key, jitter_of
 from zksched.core.jobspec import JobSpec
@@ -42,7 +45,11 @@ class JobFireMachine(CatchupPlanning, AnswerHandling):
         return self._finish(now)
 
     def set_session(self, session: int | None, now: float) -> list[m.Action]:
-        self.session = session
+        self._set_session(session)
+        if session is not None:
+            for fire in self.fires.values():
+                if fire.stage in (FireStage.UNKNOWN, FireStage.PARKED) and fire.retry_at == NEVER:
+                    fire.retry_at = now  # it was waiting for the connection
         return self._finish(now)
 
     def set_spec(self, spec: JobSpec, updated_at: float, now: float) -> list[m.Action]:
@@ -71,13 +78,11 @@ class JobFireMachine(CatchupPlanning, AnswerHandling):
         (another member may own the job already)."""
         self._lease_to(LeaseStage.FREE)
         self._give_back = False
-        self.session = None
-        for fire in list(self.fires.values()):
-            if fire.stage is FireStage.LEASING:
-                self._drop(fire, m.SkipReason.NOT_CONNECTED, "the session was lost")
-            elif fire.stage in COMMAND_UP and self.tunables.on_session_loss == "terminate":
+        self._set_session(None)
+        for fire in self.fires.values():
+            if fire.stage in COMMAND_UP and self.tunables.on_session_loss == "terminate":
                 self._out.append(m.Terminate(self.spec.name, fire.instant, "session lost"))
-        return self._finish(now)
+        return self._finish(now)  # deactivates: fires waiting for the lease are dropped
 
     def handle(self, event: m.JobEvent, now: float) -> list[m.Action]:
         self._advance(now)  # what came due before the event goes first
@@ -94,6 +99,8 @@ class JobFireMachine(CatchupPlanning, AnswerHandling):
                 self._lease_gone()
             case m.ClaimAnswered():
                 self._claim_answered(event, now)
+            case m.Withdrawn():
+                self._withdrawn(event, now)
             case m.Started():
                 self._fire(event.instant).step(Step.STARTED)
             case m.StartFailed():
@@ -121,6 +128,12 @@ class JobFireMachine(CatchupPlanning, AnswerHandling):
         elif not self._active and self.phase in (JobPhase.ACTIVE, JobPhase.PLANNING):
             self._deactivate(now, drop_lease=not self.owned)
         self._advance(now)
+        if self._triggers and self.phase is JobPhase.DELETED:
+            self._triggers.clear()
+        elif self._triggers and not self.owned and self.session is not None:
+            # moved: its new owner runs the triggers this member took and did not run
+            while self._triggers:
+                self._out.append(m.ReturnTrigger(self.spec.name, self._triggers.popleft()))
         if self._give_back and self.lease is LeaseStage.HELD and not self._lease_in_use():
             self._give_back = False
             self._lease_to(LeaseStage.FREE)
@@ -136,8 +149,10 @@ class JobFireMachine(CatchupPlanning, AnswerHandling):
     def _deactivate(self, now: float, drop_lease: bool) -> None:
         leasing = [f for f in self.fires.values() if f.stage is FireStage.LEASING]
         if self.phase in (JobPhase.ACTIVE, JobPhase.PLANNING):
-            # the next catch-up here looks back to the oldest instant left without a record
-            left = [f.instant for f in leasing] + [instant for instant, _ in self._queue]
+            # the next catch-up here looks back to the oldest instant that may be left
+            # without a record (a claim in flight may yet be withdrawn)
+            left = [f.instant for f in self.fires.values() if f.stage in BEFORE_START]
+            left += [instant for instant, _ in self._queue]
             left += [self._gap] if self._gap is not None else []
             self._gap = None
             # a planning not done yet: the next one starts where this one would have
@@ -149,13 +164,10 @@ class JobFireMachine(CatchupPlanning, AnswerHandling):
         self._queue.clear()
         self._waiting.clear()
         self._pending_plan = None
+        self._plan_waits = False
         reason = m.SkipReason.NOT_CONNECTED if self.session is None else None
         for fire in leasing:
             self._drop(fire, reason, "no longer active here")
-        if not self.owned and self.session is not None:
-            # moved: its new owner runs the triggers this member took and did not run
-            while self._triggers:
-                self._out.append(m.ReturnTrigger(self.spec.name, self._triggers.popleft()))
         if drop_lease and self.lease is not LeaseStage.FREE:
             self._give_back = True
 
@@ -180,6 +192,15 @@ class JobFireMachine(CatchupPlanning, AnswerHandling):
             return NEVER
 
     def _advance(self, now: float) -> None:
+        # a planning given up (a failed read) or held (interrupted claims) starts again
+        # first, so that what comes due by now is fired or waits for it in this same call
+        if self.phase is JobPhase.PLANNING and self._plan_waits and not self._unsettled():
+            self._plan_waits = False  # every interrupted claim has settled: plan now
+            self._plan_retry = now
+        if self.phase is JobPhase.PLANNING and self._plan_retry <= now:
+            self.phase = JobPhase.INACTIVE  # plan again, up to now
+            self._waiting.clear()
+            self._activate(now)
         if self._next is None and self.phase is not JobPhase.DELETED and self.owned:
             self._set_next(_utc(now))
         while self._next is not None and self._next_due <= now:
@@ -191,10 +212,6 @@ class JobFireMachine(CatchupPlanning, AnswerHandling):
                 self._waiting.append(instant)
             elif self.phase is JobPhase.INACTIVE and self.owned and self.session is None:
                 self._skip(instant, m.SkipReason.NOT_CONNECTED, record=False)
-        if self.phase is JobPhase.PLANNING and self._plan_retry <= now:
-            self.phase = JobPhase.INACTIVE  # plan again, up to now
-            self._waiting.clear()
-            self._activate(now)
         for fire in list(self.fires.values()):
             if fire.retry_at <= now:
                 self._retry(fire, now)
@@ -217,10 +234,11 @@ class JobFireMachine(CatchupPlanning, AnswerHandling):
         if spec.overlap == "allow":
             self._claim(Fire(instant, kind, FireStage.CLAIMING, deadline), now)
             return
-        if not queued and kind == "scheduled" and self._queue:
+        if not queued and kind == "scheduled" and (self._queue or self._catching_up()):
             if spec.catchup == "all":
-                # behind the catch-up, in order; run only if its successor is not due yet
-                # when its turn comes (so a job slower than its period never falls behind)
+                # behind the catch-up (its last instant may be running still), in order; run
+                # only if its successor is not due yet when its turn comes (so a job slower
+                # than its period never falls behind)
                 self._queue.append((instant, kind))
                 return
             # latest: the catch-up's instant not started by now never will be (none is
@@ -240,13 +258,25 @@ class JobFireMachine(CatchupPlanning, AnswerHandling):
         elif self.lease is LeaseStage.FREE:
             self._take_lease(fire.deadline - now)
 
+    def _catching_up(self) -> bool:
+        """A catch-up's instant is in hand and has not ended yet."""
+        return any(
+            f.kind == "catchup" and f.stage is not FireStage.WRITING for f in self.fires.values()
+        )
+
     def _take_ahead(self, now: float) -> None:
         if self._ahead_wanted() and self._next_due - now <= self.tunables.lease_lead:
             self._ahead_for = self._next
             self._take_lease(0.0)
 
     def _claim(self, fire: Fire, now: float) -> None:
+        fire.epoch = self.epoch
         self.fires[fire.instant] = fire
+        if fire.kind == "catchup" and now - fire.instant.timestamp() > self.spec.catchup_window:
+            # its window passed while it waited (for the job's lease): recorded, not run
+            detail = "its catch-up window passed while it waited"
+            self._drop(fire, m.SkipReason.OUTSIDE_CATCHUP_WINDOW, detail, record=True)
+            return
         # A trigger's instant is a fresh second between scheduled ones: never late.
         late = fire.kind == "catchup" or (
             fire.kind == "scheduled"

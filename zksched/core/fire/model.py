@@ -87,6 +87,15 @@ class ClaimAnswered:
 
 
 @dataclass(frozen=True, slots=True)
+class Withdrawn:
+    """The answer to `Withdraw`. `done`: the record is gone (deleted now, or before), or it
+    is no longer the claim we made; False: the reply was lost (tried again when connected)."""
+
+    instant: datetime
+    done: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class Started:
     instant: datetime
 
@@ -122,6 +131,7 @@ JobEvent = (
     | LeaseAnswered
     | LeaseGone
     | ClaimAnswered
+    | Withdrawn
     | Started
     | StartFailed
     | Exited
@@ -175,6 +185,17 @@ class Claim:
 @dataclass(frozen=True, slots=True)
 class Resolve:
     """Find out whether the fire's claim (whose reply was lost) landed, and whose it is."""
+
+    job: str
+    instant: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Withdraw:
+    """Delete the fire's record if it is still exactly the claim we made (never started,
+    never completed): contact was lost between the claim and its start. The instant is then
+    missed like any other, and the catch-up policy runs it (a fresh claim, a larger fencing
+    token) or records it."""
 
     job: str
     instant: datetime
@@ -258,6 +279,7 @@ Action = (
     | GiveBackLease
     | Claim
     | Resolve
+    | Withdraw
     | Start
     | Terminate
     | WriteResult

@@ -35,7 +35,13 @@ class CatchupPlanning(JobState):
         self._set_next(_utc(self._plan_until))
         self._give_back = False
         self._holder = ("another member", False)  # nothing known of the lease's holder yet
-        if spec.paused or _latest(spec, self._plan_lower, self._plan_until) is None:
+        if self._unsettled():
+            # a claim from before the lost contact may yet be withdrawn: its instant would
+            # then be missed, so the history is read once every such claim has settled
+            self.phase = JobPhase.PLANNING
+            self._plan_retry = NEVER
+            self._plan_waits = True
+        elif spec.paused or _latest(spec, self._plan_lower, self._plan_until) is None:
             self.phase = JobPhase.ACTIVE
         else:
             self.phase = JobPhase.PLANNING
@@ -43,7 +49,11 @@ class CatchupPlanning(JobState):
             self._out.append(m.ReadHistory(spec.name))
 
     def _history_read(self, event: m.HistoryRead, now: float) -> None:
-        if self.phase is not JobPhase.PLANNING or self._pending_plan is not None:
+        if (
+            self.phase is not JobPhase.PLANNING
+            or self._pending_plan is not None
+            or self._plan_waits
+        ):
             return  # an answer for a planning that was given up
         if not event.ok:
             self._plan_retry = now + self.tunables.retry_interval

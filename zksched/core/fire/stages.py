@@ -7,6 +7,10 @@ result. Each stage says what the fire waits for:
     CLAIMING   the answer to its claim (the create of its fire record)
     UNKNOWN    nothing: the claim's reply was lost; it is resolved once connected
     RESOLVING  the answer to "did that claim land, and is it ours?"
+    PARKED     the connection: a claim of ours that came back after this member lost
+               contact (it was sent before); it is withdrawn once connected, never started
+    WITHDRAWING  the answer to the delete of that claim's record (then the instant is
+               missed like any other, and the catch-up policy decides it)
     STARTING   its command's start
     RUNNING    its command's exit
     WRITING    its result's write (the shell retries until it lands)
@@ -31,6 +35,8 @@ class FireStage(enum.Enum):
     CLAIMING = "claiming"
     UNKNOWN = "unknown"
     RESOLVING = "resolving"
+    PARKED = "parked"
+    WITHDRAWING = "withdrawing"
     STARTING = "starting"
     RUNNING = "running"
     WRITING = "writing"
@@ -43,8 +49,11 @@ class Step(enum.Enum):
     LEASE_TAKEN = "lease-taken"  # the lease is ours: claim
     CLAIM_SENT = "claim-sent"  # (re)claiming: its create is on its way
     CREATED = "created"  # the claim is ours, with its fencing token: start
-    UNKNOWN = "unknown"  # the claim's reply was lost
+    PARKED = "parked"  # the claim is ours, but contact was lost since it was sent
+    UNKNOWN = "unknown"  # the claim's (or the withdrawal's) reply was lost
     RESOLVE_SENT = "resolve-sent"
+    WITHDRAW_SENT = "withdraw-sent"
+    WITHDRAWN = "withdrawn"  # the record of our claim is gone: the instant is missed
     START_FAILED = "start-failed"
     STARTED = "started"
     EXITED = "exited"
@@ -59,16 +68,22 @@ TRANSITIONS: Mapping[tuple[FireStage, Step], FireStage] = MappingProxyType(
         (_S.LEASING, _T.LEASE_TAKEN): _S.CLAIMING,
         (_S.LEASING, _T.DROPPED): _S.DONE,
         (_S.CLAIMING, _T.CREATED): _S.STARTING,
+        (_S.CLAIMING, _T.PARKED): _S.PARKED,
         (_S.CLAIMING, _T.UNKNOWN): _S.UNKNOWN,
         (_S.CLAIMING, _T.DROPPED): _S.DONE,
         (_S.CLAIMING, _T.SETTLED): _S.WRITING,
         (_S.UNKNOWN, _T.RESOLVE_SENT): _S.RESOLVING,
         (_S.UNKNOWN, _T.DROPPED): _S.DONE,
         (_S.RESOLVING, _T.CREATED): _S.STARTING,
+        (_S.RESOLVING, _T.PARKED): _S.PARKED,
         (_S.RESOLVING, _T.SETTLED): _S.WRITING,
         (_S.RESOLVING, _T.UNKNOWN): _S.UNKNOWN,
         (_S.RESOLVING, _T.CLAIM_SENT): _S.CLAIMING,
         (_S.RESOLVING, _T.DROPPED): _S.DONE,
+        (_S.PARKED, _T.WITHDRAW_SENT): _S.WITHDRAWING,
+        (_S.PARKED, _T.SETTLED): _S.WRITING,
+        (_S.WITHDRAWING, _T.WITHDRAWN): _S.DONE,
+        (_S.WITHDRAWING, _T.UNKNOWN): _S.PARKED,
         (_S.STARTING, _T.STARTED): _S.RUNNING,
         (_S.STARTING, _T.START_FAILED): _S.WRITING,
         (_S.RUNNING, _T.EXITED): _S.WRITING,
@@ -79,6 +94,18 @@ TRANSITIONS: Mapping[tuple[FireStage, Step], FireStage] = MappingProxyType(
 # Stages in which the fire holds its job: with overlap = skip, no other instant of the job
 # may start meanwhile (a claim in flight becomes a run the moment it is answered).
 HOLDS_JOB = frozenset({FireStage.CLAIMING, FireStage.STARTING, FireStage.RUNNING})
+# Stages before any command of the fire could have started: an instant in one of them when
+# the job stops being active here is looked at again by the next catch-up.
+BEFORE_START = frozenset(
+    {
+        FireStage.LEASING,
+        FireStage.CLAIMING,
+        FireStage.UNKNOWN,
+        FireStage.RESOLVING,
+        FireStage.PARKED,
+        FireStage.WITHDRAWING,
+    }
+)
 # Stages in which a command of the fire may be running.
 COMMAND_UP = frozenset({FireStage.STARTING, FireStage.RUNNING})
 

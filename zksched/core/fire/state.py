@@ -13,6 +13,7 @@ from typing import NoReturn
 from zksched.core.catchup import CatchupPlan
 from zksched.core.fire import model as m
 from zksched.core.fire.stages import (
+    BEFORE_START,
     HOLDS_JOB,
     FireStage,
     IllegalTransition,
@@ -25,7 +26,9 @@ from zksched.core.firekey import fire_key, format_utc
 from zksched.core.jobspec import JobSpec
 
 NEVER = float("inf")
-_UNDER_WAY = frozenset({FireStage.LEASING, FireStage.UNKNOWN, FireStage.RESOLVING})
+_UNDER_WAY = BEFORE_START - {FireStage.CLAIMING}
+# a claim not settled yet: from an earlier connection, it holds the next catch-up's planning
+_UNSETTLED = BEFORE_START - {FireStage.LEASING}
 
 
 class JobPhase(enum.Enum):
@@ -51,8 +54,9 @@ class Fire:
     stage: FireStage
     deadline: float  # overlap = skip: claimed after this, it would start after its successor
     token: int | None = None
-    retry_at: float = NEVER  # LEASING / UNKNOWN: when to try again
+    retry_at: float = NEVER  # LEASING / UNKNOWN / PARKED: when to try again
     trigger: str | None = None  # the trigger it runs
+    epoch: int = 0  # the job's connection epoch when it was claimed
 
     def step(self, step: Step) -> None:
         self.stage = next_stage(self.stage, step)
@@ -76,6 +80,9 @@ class JobState:
         self.lease = LeaseStage.FREE
         self.owned = False
         self.session: int | None = None
+        # counts this member's losses of contact: a fire claimed in an earlier epoch was
+        # interrupted (its claim is withdrawn, never started)
+        self.epoch = 0
         self.last_active = last_active  # when this member last had the job active
         self.fires: dict[datetime, Fire] = {}
         self._out: list[m.Action] = []
@@ -92,6 +99,7 @@ class JobState:
         self._gap: datetime | None = None  # the first instant left waiting for the lease
         self._plan_lower = self._plan_until = 0.0
         self._plan_retry = NEVER
+        self._plan_waits = False  # planning waits for interrupted claims to settle
         self._pending_plan: _Plan | None = None
         self._waiting: list[datetime] = []  # scheduled instants due while planning
         self.wake_at = NEVER
@@ -129,6 +137,22 @@ class JobState:
         """Something of the job is under way (for overlap = skip, catch-ups and triggers
         wait for it): a run, a lease being waited for, a claim not settled yet."""
         return self.holding or any(f.stage in _UNDER_WAY for f in self.fires.values())
+
+    def _interrupted(self, fire: Fire) -> bool:
+        """Whether contact was lost since the fire's claim was sent."""
+        return fire.epoch != self.epoch
+
+    def _unsettled(self) -> bool:
+        """Whether an interrupted claim has not settled yet: until it has, a catch-up cannot
+        tell whether its instant has a record (it may be withdrawn)."""
+        return any(
+            f.stage in _UNSETTLED and self._interrupted(f) for f in self.fires.values()
+        )
+
+    def _set_session(self, session: int | None) -> None:
+        if session is None and self.session is not None:
+            self.epoch += 1
+        self.session = session
 
     def _lease_in_use(self) -> bool:
         return any(

@@ -55,6 +55,8 @@ class FireActions(MemberBase):
                 self._claim(job, instant, kind, late)
             case m.Resolve(job, instant):
                 self._resolve(job, instant)
+            case m.Withdraw(job, instant):
+                self._withdraw(job, instant)
             case m.Start(job, instant, kind, token):
                 self.world.after(self.world.rng.uniform(0.0005, 0.003), self._start,
                                  job, instant, kind, token, self.incarnation)
@@ -174,6 +176,27 @@ class FireActions(MemberBase):
             return "taken", 0, fields[1]
 
         self._call(look, lambda r: self._claim_answer(job, instant, r))
+
+    def _withdraw(self, job: str, instant: datetime) -> None:
+        """Delete the record if it is still our unstarted claim (the version of its create)."""
+        nonce, session, path = self.nonces.get((job, instant)), self.session or 0, ""
+        path = record_path(job, instant)
+
+        def delete(zk: ZkModel) -> None:
+            try:
+                data, stat = zk.get(session, path)
+            except NoNode:
+                return
+            if decode(data)[3] == nonce and stat.version == 0:
+                zk.delete(session, path, stat.version)
+
+        def done(result: Any) -> None:
+            ok = not isinstance(result, ZkError)
+            if ok:
+                self.ledger.withdrawn(job, instant)
+            self._event(job, m.Withdrawn(instant, ok))
+
+        self._call(delete, done)
 
     def _claim_answer(self, job: str, instant: datetime, result: Any) -> None:
         if isinstance(result, ZkError):

@@ -69,6 +69,7 @@ class MemberSession(MemberBase):
 
     def _die(self) -> None:
         self.ledger.died(self.name, self.world.t)
+        self.ledger.link(self.name, self.world.t, False)
         self.runs.clear()
         self.alive = False
         self.incarnation += 1
@@ -142,6 +143,7 @@ class MemberSession(MemberBase):
         if not self.lost:
             self._act(self.core.session_lost(self.now()))
         self.lost, self.connected = True, False
+        self.ledger.link(self.name, self.world.t, False)
         self.locks.clear()
         self.leftovers.clear()
 
@@ -152,6 +154,7 @@ class MemberSession(MemberBase):
         if self.connected and silence > self.timeout / 3:
             self.world.note(self.name, "no contact: not connected")
             self.connected = False
+            self.ledger.link(self.name, self.world.t, False)
             self._act(self.core.view_changed(None, self._owns, self.now()))
         if not self.lost and self.session is not None and silence > self.timeout / 2:
             self.world.note(self.name, "no contact: session treated as lost")
@@ -194,6 +197,7 @@ class MemberSession(MemberBase):
                 self._clear_leftovers()
             was = self.connected
             self.connected, self.lost = True, False
+            self.ledger.link(self.name, self.world.t, True)
             if not was:
                 self.world.note(self.name, f"connected (session {session})")
             self._act(self.core.view_changed(session, self._owns, self.now()))
