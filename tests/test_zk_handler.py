@@ -179,6 +179,40 @@ def test_attempts_that_run_out_in_a_row_wait_longer_and_one_through_resets() -> 
     assert shake.allowed == 0.5
 
 
+def test_attempts_stay_short_while_the_session_may_live_on_the_server() -> None:
+    """Lengthening attempts is for a slow server; while ZooKeeper answered less than a
+    session ago (a short cut), every attempt stays short, so the one under way when the path
+    heals ends soon and the next one keeps the session."""
+    shake = Handshake(first=0.5, limit=4.0, session=4.0)
+    sock = object()
+    heard = time.monotonic() - 3.0
+    for _ in range(6):
+        shake.began(sock)
+        shake.bound([sock], [], 10.0)
+        shake.selected(False, heard)
+    assert shake.allowed == 0.5
+    for _ in range(3):  # nothing heard for longer than the session: it is gone anyway
+        shake.began(sock)
+        shake.bound([sock], [], 10.0)
+        shake.selected(False, heard - 2.0)
+    assert shake.allowed == 1.0
+
+
+def test_the_pause_between_connect_attempts_is_short_while_the_session_may_live() -> None:
+    from zksched.zk.handler import RECONNECT_GAP
+
+    slept: list[float] = []
+    handler = PollingHandler(handshake=Handshake(0.5, 4.0, session=4.0), sleep=slept.append)
+    pause = handler.sleep_func
+    pause(0.3)  # never connected: kazoo's own pause
+    handler.last_reply = time.monotonic() - 1.0
+    pause(30.0)  # kazoo's backoff asked for 30 s: capped
+    handler.last_reply = time.monotonic() - 5.0
+    pause(0.7)  # the session cannot live any more: kazoo's own pause
+    assert slept[0] == 0.3 and slept[2] == 0.7
+    assert RECONNECT_GAP / 2 <= slept[1] <= RECONNECT_GAP
+
+
 def test_an_answer_in_time_is_not_counted_as_running_out() -> None:
     shake = Handshake(first=0.5, limit=4.0)
     sock = object()

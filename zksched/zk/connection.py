@@ -125,10 +125,12 @@ class ZkSettings:
 
 
 def handshake_for(session_timeout: float) -> Handshake:
-    """Connect attempts first bounded by an eighth of the session (at least 0.2 s), so that
-    after a short cut the member is back with the same session: an attempt made while the
-    path answered nothing is abandoned well before the session can expire on the server."""
-    return Handshake(first=max(0.2, session_timeout / 8), limit=session_timeout)
+    """Connect attempts bounded by an eighth of the session (0.2 s to 1 s) while the session
+    may live, so that after a short cut the member is back with the same session: an attempt
+    made while the path answered nothing is abandoned well before the session can expire on
+    the server, and the attempt under way when the path heals ends soon."""
+    first = min(1.0, max(0.2, session_timeout / 8))
+    return Handshake(first=first, limit=session_timeout, session=session_timeout)
 
 
 def make_client(settings: ZkSettings, *, max_connect_delay: float | None = None) -> KazooClient:
@@ -155,15 +157,23 @@ def make_client(settings: ZkSettings, *, max_connect_delay: float | None = None)
             keyfile=settings.tls_key,
             check_hostname=settings.tls_check_hostname,
         )
+    handler = PollingHandler(handshake=handshake_for(settings.session_timeout))
     return KazooClient(
         hosts=settings.hosts,
         timeout=settings.session_timeout,
         read_only=False,
-        handler=PollingHandler(handshake=handshake_for(settings.session_timeout)),
+        handler=handler,
         connection_retry=KazooRetry(
-            max_tries=-1, delay=0.1, backoff=2, max_jitter=0.3, max_delay=max_connect_delay
+            max_tries=-1,
+            delay=0.1,
+            backoff=2,
+            max_jitter=0.3,
+            max_delay=max_connect_delay,
+            sleep_func=handler.sleep_func,  # short pauses while the session may live
         ),
-        command_retry=KazooRetry(max_tries=3, delay=0.1, max_delay=1.0, deadline=5.0),
+        command_retry=KazooRetry(
+            max_tries=3, delay=0.1, max_delay=1.0, deadline=5.0, sleep_func=handler.sleep_func
+        ),
         **kwargs,
     )
 

@@ -23,9 +23,11 @@ a short cut would sit there until the session is gone, though the path healed lo
 from __future__ import annotations
 
 import math
+import random
 import select
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from kazoo.exceptions import (
@@ -40,6 +42,9 @@ from kazoo.exceptions import (
 )
 from kazoo.handlers.threading import AsyncResult, SequentialThreadingHandler
 
+# While the session may live on the server, a retry (the next connect attempt) follows a
+# failed one after at most this long, instead of kazoo's growing backoff.
+RECONNECT_GAP = 0.1
 _READABLE = select.POLLIN | select.POLLPRI | select.POLLHUP | select.POLLERR | select.POLLNVAL
 _WRITABLE = select.POLLOUT | select.POLLHUP | select.POLLERR | select.POLLNVAL
 
@@ -130,16 +135,19 @@ class _ReplyResult(AsyncResult):  # type: ignore[misc]
 
 class Handshake:
     """How long one connect attempt may wait: the TCP (and TLS) connect, then the answer to
-    kazoo's Connect request. `first` seconds, doubled after every `RUNS_OUT` attempts in a
-    row that ran out, up to `limit` (kazoo's own bound); back to `first` once an attempt
-    gets through. A server slower than `first` is still reached, a few attempts later, and
-    an attempt made during a short cut does not hold the next ones back."""
+    kazoo's Connect request. `first` seconds; once the session cannot be alive any more on
+    the server (no answer for `session` seconds), doubled after every `RUNS_OUT` attempts in
+    a row that ran out, up to `limit` (kazoo's own bound); back to `first` once an attempt
+    gets through. A server slower than `first` is still reached, a few attempts later; an
+    attempt made during a short cut does not hold the next ones back, and while the session
+    may live every attempt is short, so the first one after the path heals keeps it."""
 
     RUNS_OUT = 3
 
-    def __init__(self, first: float, limit: float) -> None:
+    def __init__(self, first: float, limit: float, session: float = 0.0) -> None:
         self.first = first
         self.limit = max(first, limit)
+        self.session = session
         self.allowed = first
         self._missed = 0  # attempts in a row that ran out
         self._socket: Any = None  # the socket of the attempt under way
@@ -164,15 +172,24 @@ class Handshake:
             return left
         return timeout
 
-    def selected(self, ready: bool) -> None:
+    def selected(self, ready: bool, last_reply: float | None = None) -> None:
         if not ready and self._capped:  # kazoo now gives this attempt up
-            self.ran_out()
+            self.ran_out(last_reply)
 
-    def ran_out(self) -> None:
-        """The attempt under way ran out of time."""
+    def ran_out(self, last_reply: float | None = None) -> None:
+        """The attempt under way ran out of time (`last_reply`: when ZooKeeper last
+        answered, monotonic)."""
         self._socket, self._missed = None, self._missed + 1
+        if session_may_live(last_reply, self.session):
+            return
         if self._missed % self.RUNS_OUT == 0:
             self.allowed = min(self.limit, self.allowed * 2)
+
+
+def session_may_live(last_reply: float | None, session: float) -> bool:
+    """Whether the server may still hold the session: it answered less than a session
+    timeout ago (it cannot expire a session sooner after it last heard from the client)."""
+    return last_reply is not None and time.monotonic() - last_reply < session
 
 
 class PollingHandler(SequentialThreadingHandler):  # type: ignore[misc]
@@ -181,8 +198,15 @@ class PollingHandler(SequentialThreadingHandler):  # type: ignore[misc]
 
     name = "zksched_polling_threading"
 
-    def __init__(self, *args: Any, handshake: Handshake | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        handshake: Handshake | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
+        self._sleep = sleep
         # only kazoo's connection thread selects, one at a time
         self._pollers: dict[tuple[tuple[int, int], ...], Any] = {}
         self._io_thread: int | None = None
@@ -198,7 +222,7 @@ class PollingHandler(SequentialThreadingHandler):  # type: ignore[misc]
             return poll_select(rlist, wlist, xlist, timeout, self._pollers)
         bounded = handshake.bound(rlist, wlist, timeout)
         ready = poll_select(rlist, wlist, xlist, bounded, self._pollers)
-        handshake.selected(bool(ready[0] or ready[1]))
+        handshake.selected(bool(ready[0] or ready[1]), self.last_reply)
         return ready
 
     def create_connection(self, *args: Any, **kwargs: Any) -> Any:
@@ -209,10 +233,19 @@ class PollingHandler(SequentialThreadingHandler):  # type: ignore[misc]
         try:
             sock = super().create_connection(*args, **kwargs)
         except TimeoutError:
-            handshake.ran_out()
+            handshake.ran_out(self.last_reply)
             raise
         handshake.began(sock)
         return sock
+
+    def sleep_func(self, seconds: float) -> None:
+        """kazoo's pause between retries (connect attempts among them): at most
+        `RECONNECT_GAP` (jittered) while the session may live on the server, so that the
+        member is back soon after a short cut; as asked once the session cannot live."""
+        handshake = self.handshake
+        if handshake is not None and session_may_live(self.last_reply, handshake.session):
+            seconds = min(seconds, RECONNECT_GAP * random.uniform(0.5, 1.0))
+        self._sleep(seconds)
 
     def async_result(self) -> AsyncResult:
         return _ReplyResult(self)
