@@ -89,3 +89,9 @@ def test_burst_of_2000_jobs_due_at_once(tmp_path: Path) -> None:
 def test_membership_flapping(tmp_path: Path) -> None:
     result = run(tmp_path, "flapping", 5)
     assert len(result.graceful_failover_s) >= 1, result.notes
+
+
+def test_a_long_partition_while_another_member_recovers_from_a_short_one(tmp_path: Path) -> None:
+    result = run(tmp_path, "partition-overlap", 1)
+    assert result.crash_failover_s, "the long partition took no job over"
+    assert max(result.crash_failover_s) <= SESSION_TIMEOUT + 1

@@ -623,3 +623,23 @@ def test_an_instant_due_while_the_last_catchup_runs_goes_behind_it_with_all() ->
         (at(-1), "catchup"),
         (at(0), "scheduled"),
     ]
+
+
+def test_an_instant_due_while_the_catchup_is_planned_is_part_of_it_with_all() -> None:
+    """Regression (chaos partition, seed 2): an instant that came due while a member back
+    from a short cut read its history was queued behind the catch-up as a scheduled
+    instant, and skipped `still-running` when the catch-up's first run (waiting for the
+    lease) outlasted it. Missed by the same outage, `all` runs it."""
+    shell = Shell(spec(catchup="all"), updated_at=T0 - 2.5)
+    shell.now = T0 - 0.5
+    assert m.ReadHistory("job") in shell.join()
+    shell.to(0.0)  # due while the history is read
+    shell.now = T0 + 0.1
+    shell.give(m.HistoryRead(()))
+    shell.now = T0 + 1.5  # the lease comes late
+    shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    for instant in (at(-2), at(-1), at(0)):
+        assert instant in claims(shell.actions)
+        shell.run(instant)
+        shell.finish(instant)
+    assert not shell.skips(m.SkipReason.STILL_RUNNING)

@@ -124,7 +124,10 @@ class CatchupPlanning(JobState):
                     )
                 )
         self._queue.extend((instant, "catchup") for instant in sorted({*refill, *plan.run}))
-        self._queue.extend((instant, "scheduled") for instant in self._waiting)
+        # instants that came due while the plan was made: missed by the same outage, so
+        # `all` runs each of them too; otherwise only if its successor is not due by its turn
+        waiting: m.FireKind = "catchup" if spec.catchup == "all" else "scheduled"
+        self._queue.extend((instant, waiting) for instant in self._waiting)
         self._waiting.clear()
         self.phase = JobPhase.ACTIVE
         self._pump(now)

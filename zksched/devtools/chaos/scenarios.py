@@ -121,6 +121,37 @@ def partition(ctx: ScenarioContext) -> None:
             return
 
 
+def partition_overlap(ctx: ScenarioContext) -> None:
+    """One member cut off past its session while another is cut off briefly, its short cut
+    ending just before the first one's session can expire: the expired member's jobs that
+    move to the member coming back must still run within the session timeout plus 1 s."""
+    started = time.monotonic()
+    timeout = ctx.session_timeout
+    while True:
+        gone = ctx.pick_victim()
+        back = ctx.rng.choice([m for m in ctx.cluster.members if m is not gone])
+        assert gone.proxy is not None and back.proxy is not None
+        long = timeout * ctx.rng.uniform(1.5, 2.5)
+        short = timeout * ctx.rng.uniform(0.4, 0.7)
+        cut = time.time()
+        gone.proxy.set_mode(BLACKHOLE)
+        ctx.faults.append(FaultEvent(gone.member_id, cut, graceful=False))
+        # the short cut heals 0.1-0.5 s before the long one's session can expire
+        time.sleep(max(0.0, timeout - short - ctx.rng.uniform(0.1, 0.5)))
+        back.proxy.set_mode(BLACKHOLE)
+        time.sleep(short)
+        back.proxy.set_mode(PASS)
+        time.sleep(max(0.0, cut + long - time.time()))
+        gone.proxy.set_mode(PASS)
+        ctx.notes.append(
+            f"{gone.member_id} cut off {long:.1f}s, {back.member_id} {short:.1f}s in it"
+        )
+        ctx.cluster.wait_members(ctx.cluster.members, 30)
+        time.sleep(ctx.rng.uniform(2.0, 3.0))
+        if ctx.time_left(started) <= 0:
+            return
+
+
 def ensemble_leader(ctx: ScenarioContext) -> None:
     """Kill the ensemble's leader and bring it back; then another server, and back."""
     started = time.monotonic()
@@ -245,6 +276,12 @@ SCENARIOS: dict[str, Scenario] = {
             "partition",
             "a member blackholed from ZooKeeper shorter than, then longer than, its session",
             partition,
+            proxied=True,
+        ),
+        Scenario(
+            "partition-overlap",
+            "a member cut off past its session while another recovers from a short cut",
+            partition_overlap,
             proxied=True,
         ),
         Scenario(
