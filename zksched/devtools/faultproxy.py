@@ -2,7 +2,9 @@
 
 Modes, switchable at any time:
 - pass: forward bytes both ways;
-- blackhole: accept and read, forward nothing (a partition: the peer hears silence, its
+- blackhole: accept, forward nothing, and read nothing: bytes wait in the sockets' buffers
+  and go on, in order, once the mode changes (a partition: both sides hear silence, and TCP
+  delivers what was sent, late, if the connection is still open when the path heals; its
   session expires on the server after the timeout);
 - reset: abort every connection with RST and refuse new ones the same way;
 - delay: forward each chunk `delay` seconds late, each way, order kept;
@@ -136,6 +138,9 @@ class FaultProxy:
     def _pump(self, pair: _Pair) -> None:
         peers = {pair.client: pair.upstream, pair.upstream: pair.client}
         while not pair.closed and not self._stopped.is_set():
+            if self.mode == BLACKHOLE:
+                time.sleep(0.01)  # held, not dropped: a stream is never cut short mid-way
+                continue
             try:
                 readable, _, _ = select.select(list(peers), [], [], 0.2)
             except (OSError, ValueError):
@@ -149,8 +154,6 @@ class FaultProxy:
                     self._close(pair, abort=False)
                     return
                 mode = self.mode
-                if mode == BLACKHOLE:
-                    continue
                 if mode == CORRUPT_ONCE and sock is pair.upstream and not pair.corrupted:
                     pair.corrupted = True
                     continue
