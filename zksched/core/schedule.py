@@ -354,6 +354,7 @@ class Schedule:
         year, month, day_of_month = when.year, when.month, when.day
         months, months_next = self._months, self._months_next
         days, weekdays, and_rule = self._days, self._weekdays, self._and_rule
+        forms = self._fields.forms
         while True:
             if not months >> month & 1:
                 following = months_next[month]
@@ -370,9 +371,18 @@ class Schedule:
             if first + day_of_month - 1 >= limit_day:
                 return None
             weekday_of_first = (first + 4) % 7  # 1970-01-01 was a Thursday; Sunday is 0
-            for candidate in range(day_of_month, _days_in_month(year, month) + 1):
-                dom_hit = days >> candidate & 1
-                dow_hit = weekdays >> ((weekday_of_first + candidate - 1) % 7) & 1
+            length = _days_in_month(year, month)
+            dom_days = dow_days = 0
+            if forms is not None:  # L, LW, NW, NL, N#K: this month's days
+                dom_days = days | forms.dom_days(weekday_of_first, length)
+                dow_days = forms.dow_days(weekday_of_first, length)
+            else:
+                dom_days = days
+            for candidate in range(day_of_month, length + 1):
+                dom_hit = dom_days >> candidate & 1
+                dow_hit = weekdays >> ((weekday_of_first + candidate - 1) % 7) & 1 or (
+                    dow_days >> candidate & 1
+                )
                 if (dom_hit and dow_hit) if and_rule else (dom_hit or dow_hit):
                     found = first + candidate - 1
                     return found if found < limit_day else None
