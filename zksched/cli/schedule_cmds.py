@@ -59,8 +59,7 @@ def check_command(file: str) -> None:
 
 
 def _explain(schedule: Schedule) -> list[str]:
-    forms = schedule.fields.forms
-    return forms.explain() if forms is not None else []
+    return schedule.explain()
 
 
 def _parse_after(text: str | None, timezone: str) -> datetime:

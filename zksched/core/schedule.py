@@ -177,6 +177,11 @@ class Schedule:
     def fields(self) -> CronFields:
         return self._fields
 
+    def explain(self) -> list[str]:
+        """What its month-dependent day forms mean, one line each (none: no line)."""
+        forms = self._fields.forms
+        return forms.explain() if forms is not None else []
+
     @property
     def fixed_time(self) -> bool:
         """True when neither minute nor hour starts with `*` (DST: fire once, see module doc)."""
@@ -395,14 +400,24 @@ class Schedule:
 
 @lru_cache(maxsize=16384)
 def _parse_cached(expr: str, timezone: str) -> Schedule:
+    from zksched.core import oneoff  # a Schedule itself: imported here, not at the top
+
+    at: int | None = None
     try:
-        fields = parse_cron(expr)
-    except CronSyntaxError as exc:
+        if oneoff.is_at(expr):
+            at = int(oneoff.parse_at(expr).timestamp())
+            fields = None
+        else:
+            fields = parse_cron(expr)
+    except (CronSyntaxError, oneoff.AtError) as exc:
         raise ScheduleError(str(exc)) from None
     try:
         offsets = zone_offsets(timezone)
     except UnknownZoneError as exc:
         raise ScheduleError(str(exc)) from None
+    if fields is None:
+        assert at is not None
+        return oneoff.OneOffSchedule(at, timezone, offsets)
     return Schedule(fields, timezone, offsets)
 
 
