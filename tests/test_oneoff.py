@@ -124,3 +124,18 @@ def test_jobs_at_refuses_bad_input_before_touching_the_cluster(args: list[str], 
     result = CliRunner().invoke(cli, ["--zk", "127.0.0.1:1", "jobs", "at", *args])
     assert result.exit_code == 2, result.output
     assert says in result.output
+
+
+def test_a_trigger_after_its_instant_runs_once_and_breaks_nothing() -> None:
+    """`jobs trigger` on a one-off job that has run: its record goes under a second of its
+    own, and planning over records after the instant (it fires no more) still works."""
+    job = machine()
+    later = T + 3600
+    job.set_session(1, later)
+    job.set_owned(True, later)
+    job.handle(m.HistoryRead((AT,)), later)
+    out = job.handle(m.Triggered("t-1"), later + 0.5)
+    assert [(i, k) for i, k in claims(out)] == [(datetime.fromtimestamp(later, UTC), "trigger")]
+    job.set_owned(False, later + 1)
+    job.set_owned(True, later + 2)  # taken back: planned over the trigger's record
+    job.handle(m.HistoryRead((AT, datetime.fromtimestamp(later, UTC))), later + 2)
