@@ -15,8 +15,10 @@ Slow on purpose: it is the definition, written as plainly as possible.
 
 from __future__ import annotations
 
+import calendar
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo
 
 # The macros as Vixie cron's crontab(5) defines them.
@@ -46,6 +48,8 @@ class OracleCron:
     dow_star: bool
     fixed: bool
     has_seconds: bool
+    dom_forms: frozenset[str] = frozenset()  # L, LW, NW
+    dow_forms: frozenset[tuple[int, str]] = frozenset()  # (weekday, "L") or (weekday, "#K")
 
     def matches(self, wall: datetime) -> bool:
         if (
@@ -58,11 +62,54 @@ class OracleCron:
         return self.day_matches(wall)
 
     def day_matches(self, wall: datetime) -> bool:
-        dom_hit = wall.day in self.doms
-        dow_hit = wall.isoweekday() % 7 in self.dows
+        dom_hit = wall.day in self.doms or any(_dom_form(f, wall) for f in self.dom_forms)
+        dow_hit = wall.isoweekday() % 7 in self.dows or any(
+            wall.isoweekday() % 7 == weekday and _dow_form(form, wall)
+            for weekday, form in self.dow_forms
+        )
         if self.dom_star or self.dow_star:
             return dom_hit and dow_hit
         return dom_hit or dow_hit
+
+
+def _dom_form(form: str, wall: datetime) -> bool:
+    """Day-of-month L, LW, NW, by looking at the calendar: is `wall`'s day that day?"""
+    last = calendar.monthrange(wall.year, wall.month)[1]
+    if form == "L":
+        return wall.day == last
+    target = last if form == "LW" else int(form[:-1])
+    if target > last:
+        return False
+    # the weekday nearest to `target` that is still in the month
+    candidates = [d for d in range(1, last + 1) if calendar.weekday(wall.year, wall.month, d) < 5]
+    nearest = min(candidates, key=lambda d: (abs(d - target), d))
+    if calendar.weekday(wall.year, wall.month, target) < 5:
+        nearest = target
+    return wall.day == nearest
+
+
+def _dow_form(form: str, wall: datetime) -> bool:
+    """Day-of-week NL (no such weekday later in the month) or N#K (the K-th of the month)."""
+    if form == "L":
+        return wall.day + 7 > calendar.monthrange(wall.year, wall.month)[1]
+    return (wall.day - 1) // 7 + 1 == int(form[1:])
+
+
+def _split_forms(text: str, dom: bool) -> tuple[str, frozenset[Any]]:
+    """The field without its month-dependent forms, and the forms."""
+    plain: list[str] = []
+    forms: set[Any] = set()
+    for part in text.split(","):
+        upper = part.upper()
+        if dom and (upper in ("L", "LW") or (upper.endswith("W") and upper[:-1].isdigit())):
+            forms.add(upper)
+        elif not dom and (upper.endswith("L") or "#" in upper):
+            day = upper[:-1] if upper.endswith("L") else upper.split("#")[0]
+            number = _DAY_NAMES.index(day.lower()) if day.lower() in _DAY_NAMES else int(day)
+            forms.add((number % 7, "L" if upper.endswith("L") else "#" + upper.split("#")[1]))
+        else:
+            plain.append(part)
+    return ",".join(plain), frozenset(forms)
 
 
 def expand_field(text: str, low: int, high: int, names: list[str] | None = None) -> frozenset[int]:
@@ -74,7 +121,7 @@ def expand_field(text: str, low: int, high: int, names: list[str] | None = None)
         return int(token)
 
     values: set[int] = set()
-    for part in text.split(","):
+    for part in text.split(",") if text else []:
         base, slash, step_text = part.partition("/")
         step = int(step_text) if slash else 1
         if base == "*":
@@ -96,18 +143,22 @@ def oracle_cron(expr: str) -> OracleCron:
     if len(raw) == 5:
         raw = ["0", *raw]
     second, minute, hour, dom, month, dow = raw
+    dom_plain, dom_forms = _split_forms(dom, dom=True)
+    dow_plain, dow_forms = _split_forms(dow, dom=False)
     return OracleCron(
         seconds=expand_field(second, 0, 59),
         minutes=expand_field(minute, 0, 59),
         hours=expand_field(hour, 0, 23),
-        doms=expand_field(dom, 1, 31),
+        doms=expand_field(dom_plain, 1, 31),
         months=expand_field(month, 1, 12, _MONTH_NAMES),
         # 0-7 with 7 = Sunday, as in Vixie cron
-        dows=frozenset(d % 7 for d in expand_field(dow, 0, 7, _DAY_NAMES)),
+        dows=frozenset(d % 7 for d in expand_field(dow_plain, 0, 7, _DAY_NAMES)),
         dom_star=dom.startswith("*"),
         dow_star=dow.startswith("*"),
         fixed=not (minute.startswith("*") or hour.startswith("*")),
         has_seconds=len(expr.split()) == 6,
+        dom_forms=dom_forms,
+        dow_forms=dow_forms,
     )
 
 

@@ -243,3 +243,17 @@ def test_next_refuses_bad_input(args: list[str], message: str) -> None:
     assert result.stdout == ""
     if "--count" not in args:
         assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_check_and_next_explain_the_month_dependent_day_forms(tmp_path: Path) -> None:
+    body = '[jobs.close]\nschedule = "0 18 LW * *"\ncommand = ["/bin/true"]\n'
+    result = check_file(tmp_path, body)
+    assert result.exit_code == 0
+    assert "  close: LW: the last weekday (Monday to Friday) of the month\n" in result.stdout
+    result = run("next", "0 0 * * fri#2", "--after", "2026-01-01T00:00:00Z", "-n", "1")
+    assert result.exit_code == 0
+    assert result.stdout == "2026-01-09T00:00:00+00:00\n"  # the instants alone on stdout
+    assert "# 5#2: the second Friday of the month" in result.stderr
+    result = run("next", "0 0 * * 5#6")
+    assert result.exit_code == 2
+    assert "the number after # must be 1-5" in result.stderr

@@ -643,3 +643,42 @@ def test_an_instant_due_while_the_catchup_is_planned_is_part_of_it_with_all() ->
         shell.run(instant)
         shell.finish(instant)
     assert not shell.skips(m.SkipReason.STILL_RUNNING)
+
+
+def test_an_instant_skipped_behind_a_claim_is_recorded_once_that_claim_runs() -> None:
+    shell = Shell(spec(), updated_at=T0 - 0.5)
+    shell.join()
+    shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    assert claims(shell.to(0.0)) == [at(0)]
+    out = shell.to(1.0)  # due while at(0)'s claim is on its way
+    assert shell.skips(m.SkipReason.STILL_RUNNING) == [at(1)]
+    assert not [a for a in out if isinstance(a, m.RecordSkip)]
+    out = shell.give(m.ClaimAnswered(at(0), m.ClaimOutcome.CREATED, 4))
+    assert m.Start("job", at(0), "scheduled", 4) in out
+    assert m.RecordSkip("job", at(1), "scheduled", m.SkipReason.STILL_RUNNING) in out
+
+
+def test_an_instant_skipped_behind_a_claim_that_contact_lost_is_caught_up() -> None:
+    """Regression (chaos partition, seed 2 again): at(1) came due while the claim of at(0)
+    was on its way and was recorded `still-running`; then contact was lost, at(0) was
+    withdrawn and caught up, and at(1) stayed recorded as skipped behind a run that never
+    was. Now nothing is recorded until the claim starts; lost contact leaves at(1) to the
+    catch-up, with at(0)."""
+    shell = Shell(spec(catchup="all"), updated_at=T0 - 0.5)
+    shell.join()
+    shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    shell.to(0.0)
+    shell.to(1.0)
+    assert shell.skips(m.SkipReason.STILL_RUNNING) == [at(1)]
+    shell.feed(shell.machine.set_session(None, shell.now))
+    shell.give(m.ClaimAnswered(at(0), m.ClaimOutcome.UNKNOWN))
+    shell.now = T0 + 1.8
+    shell.feed(shell.machine.set_session(SESSION, shell.now))
+    shell.give(m.ClaimAnswered(at(0), m.ClaimOutcome.ABSENT))
+    shell.give(m.HistoryRead(()))
+    shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    assert not shell.of(m.RecordSkip)
+    assert [(c.instant, c.kind) for c in shell.of(m.Claim)][1:] == [(at(0), "catchup")]  # type: ignore[attr-defined]
+    shell.run(at(0))
+    shell.finish(at(0))
+    assert [(c.instant, c.kind) for c in shell.of(m.Claim)][2:] == [(at(1), "catchup")]  # type: ignore[attr-defined]

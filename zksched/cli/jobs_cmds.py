@@ -20,10 +20,12 @@ from zksched.cli.context import CliContext
 from zksched.cli.errors import EXIT_INVALID, CliFailure, invalid
 from zksched.cli.main import cli
 from zksched.cli.output import echo_json, echo_table
+from zksched.core.firekey import format_utc
 from zksched.core.fires import FireRecord
 from zksched.core.jobspec import JobSpecError, load_job_file
 from zksched.core.jobtable import JobEntry, StoredJob, parse_stored, plan_apply
 from zksched.core.names import name_problem
+from zksched.core.oneoff import OneOffSchedule
 from zksched.core.owners import OwnerTable
 from zksched.zk.claims import FireClaims
 from zksched.zk.jobstore import ConcurrentChange, CorruptTable, JobStore, now_utc
@@ -183,6 +185,14 @@ def _next_fire(entry: JobEntry) -> str | None:
     return instant.isoformat()
 
 
+def _one_off_done(entry: JobEntry, last: FireRecord | None) -> bool:
+    """A one-off job whose instant has its final record (it ran, or was skipped)."""
+    schedule = entry.spec.schedule_obj if entry.spec is not None else None
+    if not isinstance(schedule, OneOffSchedule) or last is None:
+        return False
+    return last.scheduled == format_utc(schedule.at) and last.state != "running"
+
+
 def job_row(c: Cluster, entry: JobEntry, last: FireRecord | None) -> dict[str, Any]:
     spec = entry.spec
     row: dict[str, Any] = {
@@ -197,18 +207,22 @@ def job_row(c: Cluster, entry: JobEntry, last: FireRecord | None) -> dict[str, A
         "last_scheduled": last.scheduled if last else None,
         "updated_at": entry.updated_at,
         "error": entry.error,
+        "done": _one_off_done(entry, last),
     }
     return row
 
 
 @jobs.command("list")
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
+@click.option("--all", "show_all", is_flag=True, help="Also one-off jobs that have run.")
 @click.pass_obj
-def list_jobs(ctx: CliContext, as_json: bool) -> None:
-    """Every job: schedule, time zone, paused, owner, next fire, last result."""
+def list_jobs(ctx: CliContext, as_json: bool, show_all: bool) -> None:
+    """Every job: schedule, time zone, paused, owner, next fire, last result (one-off jobs
+    until they have run)."""
     with cluster(ctx) as c:
         last = c.claims.newest(list(c.entries))
         rows = [job_row(c, e, last.get(n)) for n, e in c.entries.items()]
+    rows = [r for r in rows if show_all or not r["done"]]
     if as_json:
         echo_json(rows)
         return

@@ -24,7 +24,7 @@ import itertools
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from zksched.core.schedule import Schedule
+from zksched.core.schedule import Schedule, ScheduleError
 
 COUNT_LIMIT = 10_000  # counting skipped instants of an every-second job must stay cheap
 RUN_LIMIT = 10_000  # catch-up of `all` runs at most the newest this many missed instants
@@ -76,7 +76,10 @@ def plan_catchup(
 
 
 def is_scheduled(schedule: Schedule, instant: datetime) -> bool:
-    return schedule.next_fire(instant - timedelta(seconds=1)) == instant
+    try:
+        return schedule.next_fire(instant - timedelta(seconds=1)) == instant
+    except ScheduleError:  # it fires no more (a one-off job after its instant)
+        return False
 
 
 def newest_scheduled(schedule: Schedule, instants: list[datetime]) -> datetime | None:

@@ -11,13 +11,22 @@ names `sun`..`sat` (any case); day-of-week 0-7 where both 0 and 7 are Sunday (so
 a range, as in `fri-sun`, is 7). Five fields
 (minute hour day-of-month month day-of-week) or six with seconds first. Macros: `@yearly`
 (`@annually`), `@monthly`, `@weekly`, `@daily` (`@midnight`), `@hourly`.
+
+Day forms that depend on the month (as cronsim reads them; `NW` as Quartz), in list elements
+of their own: day-of-month `L` (the last day), `LW` (the last weekday, Monday to Friday),
+`NW` (the weekday nearest to day N, never in another month); day-of-week `NL` (the last
+weekday N of the month) and `N#K` (the K-th, K from 1 to 5). They make their field
+restricted like any value (Vixie's day rule below still decides how the two fields combine).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
+
+from zksched.core.dayforms import DayForms
 
 MACROS: dict[str, str] = {
     "@yearly": "0 0 1 1 *",
@@ -45,6 +54,8 @@ _DOW_NAMES = {
 _MAX_DAYS = (0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 
 _ELEMENT = re.compile(r"(?P<base>\*|[A-Za-z0-9]+(?:-[A-Za-z0-9]+)?)(?:/(?P<step>[0-9]+))?")
+_DOM_FORM = re.compile(r"(?i:(?P<lw>LW)|(?P<last>L)|(?P<near>[0-9]{1,2})W)")
+_DOW_FORM = re.compile(r"(?i:(?P<day>[0-9]|[a-z]{3})(?:(?P<last>L)|#(?P<nth>[0-9])))")
 
 
 class CronSyntaxError(ValueError):
@@ -88,6 +99,7 @@ class CronFields:
     dow_star: bool
     fixed_time: bool
     has_seconds: bool
+    forms: DayForms | None = None  # L, LW, NW, NL, N#K (None: none of them)
 
 
 def _show(text: str) -> str:
@@ -118,16 +130,93 @@ def _value(token: str, spec: _FieldSpec, field_text: str) -> int:
     return number
 
 
-def _parse_field(text: str, spec: _FieldSpec) -> int:
+class _FormsFound:
+    """The day forms met while parsing the two day fields."""
+
+    def __init__(self) -> None:
+        self.last = self.last_weekday = False
+        self.nearest = self.last_of = 0
+        self.nth: list[tuple[int, int]] = []
+
+    @staticmethod
+    def _no_step(pattern: re.Pattern[str], element: str, text: str, field: str) -> None:
+        base, slash, _ = element.partition("/")
+        if slash and pattern.fullmatch(base):
+            raise CronSyntaxError(
+                f"{field} field {_show(text)}: {_show(element)}: a step applies to numbers "
+                "and ranges, not to L, W or #"
+            )
+
+    def dom(self, element: str, text: str) -> bool:
+        self._no_step(_DOM_FORM, element, text, "day-of-month")
+        if re.fullmatch(r"(?i:L-[0-9]+W?)", element):
+            raise CronSyntaxError(
+                f"day-of-month field {_show(text)}: {_show(element)} (days before the last) "
+                "is not supported; use L or LW"
+            )
+        match = _DOM_FORM.fullmatch(element)
+        if match is None:
+            return False
+        if match.group("lw"):
+            self.last_weekday = True
+        elif match.group("last"):
+            self.last = True
+        else:
+            day = int(match.group("near"))
+            if not 1 <= day <= 31:
+                raise CronSyntaxError(
+                    f"day-of-month field {_show(text)}: {_show(element)}: the day before W "
+                    "must be 1-31"
+                )
+            self.nearest |= 1 << day
+        return True
+
+    def dow(self, element: str, text: str) -> bool:
+        self._no_step(_DOW_FORM, element, text, "day-of-week")
+        match = _DOW_FORM.fullmatch(element)
+        if match is None:
+            return False
+        weekday = _value(match.group("day"), _DOW, text) % 7
+        if match.group("last"):
+            self.last_of |= 1 << weekday
+            return True
+        k = int(match.group("nth"))
+        if not 1 <= k <= 5:
+            raise CronSyntaxError(
+                f"day-of-week field {_show(text)}: {_show(element)}: the number after # "
+                "must be 1-5 (no month has a sixth such weekday)"
+            )
+        self.nth.append((weekday, k))
+        return True
+
+    def forms(self) -> DayForms | None:
+        found = DayForms(
+            self.last, self.last_weekday, self.nearest, self.last_of, tuple(sorted(set(self.nth)))
+        )
+        return None if found == DayForms() else found
+
+
+_USE = {
+    "day-of-month": "*, N, A-B, */S, A-B/S, N/S, L, LW or NW",
+    "day-of-week": "*, N, A-B, */S, A-B/S, N/S, NL or N#K",
+}
+
+
+def _parse_field(
+    text: str, spec: _FieldSpec, form: Callable[[str, str], bool] | None = None
+) -> int:
     mask = 0
     for element in text.split(","):
         if element == "":
             raise CronSyntaxError(f"{spec.name} field {_show(text)}: empty list element")
+        if form is not None and form(element, text):
+            continue
         match = _ELEMENT.fullmatch(element)
         if match is None:
+            use = _USE.get(spec.name, "*, N, A-B, */S, A-B/S or N/S")
             raise CronSyntaxError(
                 f"{spec.name} field {_show(text)}: cannot read {_show(element)} "
-                "(use *, N, A-B, */S, A-B/S or N/S, separated by commas)"
+                f"(use {use}, separated by commas)"
             )
         base, step_text = match.group("base"), match.group("step")
         if base == "*":
@@ -201,16 +290,21 @@ def parse_cron(expression: str) -> CronFields:
     seconds = _parse_field(fields[0], _SECOND)
     minutes = _parse_field(fields[1], _MINUTE)
     hours = _parse_field(fields[2], _HOUR)
-    days = _parse_field(fields[3], _DOM)
+    found = _FormsFound()
+    days = _parse_field(fields[3], _DOM, found.dom)
     months = _parse_field(fields[4], _MONTH)
-    weekdays = _parse_field(fields[5], _DOW)
+    weekdays = _parse_field(fields[5], _DOW, found.dow)
+    forms = found.forms()
     if weekdays & (1 << 7):  # 7 is another name for Sunday
         weekdays = (weekdays | 1) & ~(1 << 7)
     dom_star = fields[3].startswith("*")
     dow_star = fields[5].startswith("*")
-    # When both day fields must match, make sure the day-of-month exists in an allowed month.
-    if (dom_star or dow_star) and not any(
-        days & (1 << day) and months & (1 << month)
+    # When both day fields must match, make sure the day-of-month exists in an allowed month
+    # (L and LW always do; NW where day N does).
+    possible = days | (forms.nearest if forms is not None else 0)
+    if (dom_star or dow_star) and not (forms is not None and (forms.last or forms.last_weekday)) \
+            and not any(
+        possible & (1 << day) and months & (1 << month)
         for month in range(1, 13)
         for day in range(1, _MAX_DAYS[month] + 1)
     ):
@@ -230,4 +324,5 @@ def parse_cron(expression: str) -> CronFields:
         dow_star=dow_star,
         fixed_time=not (fields[1].startswith("*") or fields[2].startswith("*")),
         has_seconds=has_seconds,
+        forms=forms,
     )

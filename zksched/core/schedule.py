@@ -177,6 +177,11 @@ class Schedule:
     def fields(self) -> CronFields:
         return self._fields
 
+    def explain(self) -> list[str]:
+        """What its month-dependent day forms mean, one line each (none: no line)."""
+        forms = self._fields.forms
+        return forms.explain() if forms is not None else []
+
     @property
     def fixed_time(self) -> bool:
         """True when neither minute nor hour starts with `*` (DST: fire once, see module doc)."""
@@ -354,6 +359,7 @@ class Schedule:
         year, month, day_of_month = when.year, when.month, when.day
         months, months_next = self._months, self._months_next
         days, weekdays, and_rule = self._days, self._weekdays, self._and_rule
+        forms = self._fields.forms
         while True:
             if not months >> month & 1:
                 following = months_next[month]
@@ -370,9 +376,18 @@ class Schedule:
             if first + day_of_month - 1 >= limit_day:
                 return None
             weekday_of_first = (first + 4) % 7  # 1970-01-01 was a Thursday; Sunday is 0
-            for candidate in range(day_of_month, _days_in_month(year, month) + 1):
-                dom_hit = days >> candidate & 1
-                dow_hit = weekdays >> ((weekday_of_first + candidate - 1) % 7) & 1
+            length = _days_in_month(year, month)
+            dom_days = dow_days = 0
+            if forms is not None:  # L, LW, NW, NL, N#K: this month's days
+                dom_days = days | forms.dom_days(weekday_of_first, length)
+                dow_days = forms.dow_days(weekday_of_first, length)
+            else:
+                dom_days = days
+            for candidate in range(day_of_month, length + 1):
+                dom_hit = dom_days >> candidate & 1
+                dow_hit = weekdays >> ((weekday_of_first + candidate - 1) % 7) & 1 or (
+                    dow_days >> candidate & 1
+                )
                 if (dom_hit and dow_hit) if and_rule else (dom_hit or dow_hit):
                     found = first + candidate - 1
                     return found if found < limit_day else None
@@ -385,14 +400,24 @@ class Schedule:
 
 @lru_cache(maxsize=16384)
 def _parse_cached(expr: str, timezone: str) -> Schedule:
+    from zksched.core import oneoff  # a Schedule itself: imported here, not at the top
+
+    at: int | None = None
     try:
-        fields = parse_cron(expr)
-    except CronSyntaxError as exc:
+        if oneoff.is_at(expr):
+            at = int(oneoff.parse_at(expr).timestamp())
+            fields = None
+        else:
+            fields = parse_cron(expr)
+    except (CronSyntaxError, oneoff.AtError) as exc:
         raise ScheduleError(str(exc)) from None
     try:
         offsets = zone_offsets(timezone)
     except UnknownZoneError as exc:
         raise ScheduleError(str(exc)) from None
+    if fields is None:
+        assert at is not None
+        return oneoff.OneOffSchedule(at, timezone, offsets)
     return Schedule(fields, timezone, offsets)
 
 

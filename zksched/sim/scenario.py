@@ -15,10 +15,11 @@ import dataclasses
 import random
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from zksched.core.fire import model as m
+from zksched.core.firekey import format_utc
 from zksched.core.jobspec import JobSpec
 from zksched.sim.checker import Limits, Verdict, check
 from zksched.sim.ledger import Ledger, Table
@@ -94,6 +95,9 @@ class Scenario:
         self._jobs += 1
         name = f"job{self._jobs}"
         schedule = rng.choice(SCHEDULES)
+        if rng.random() < 0.1:  # a one-off job, due within the next minutes
+            at = datetime.fromtimestamp(int(self.world.t + rng.uniform(2.0, 240.0)), UTC)
+            schedule = "@at " + format_utc(at)
         spec = JobSpec(
             name=name,
             schedule=schedule,

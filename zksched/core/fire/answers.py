@@ -109,6 +109,7 @@ class AnswerHandling(JobState):
                     fire.step(Step.CREATED)
                     assert event.token is not None
                     self._out.append(m.Start(self.spec.name, fire.instant, fire.kind, event.token))
+                    self._record_still_running()  # this run held the job meanwhile
                 else:
                     fire.step(Step.SETTLED)
                     self._skip(fire.instant, refusal[0], record=False, detail=refusal[1])

@@ -128,6 +128,8 @@ class JobFireMachine(CatchupPlanning, AnswerHandling):
         elif not self._active and self.phase in (JobPhase.ACTIVE, JobPhase.PLANNING):
             self._deactivate(now, drop_lease=not self.owned)
         self._advance(now)
+        if self._unrecorded and not self.holding:  # the claim that held the job settled
+            self._record_still_running()
         if self._triggers and self.phase is JobPhase.DELETED:
             self._triggers.clear()
         elif self._triggers and not self.owned and self.session is not None:
@@ -152,7 +154,8 @@ class JobFireMachine(CatchupPlanning, AnswerHandling):
             # the next catch-up here looks back to the oldest instant that may be left
             # without a record (a claim in flight may yet be withdrawn)
             left = [f.instant for f in self.fires.values() if f.stage in BEFORE_START]
-            left += [instant for instant, _ in self._queue]
+            left += [instant for instant, _ in self._queue] + self._unrecorded
+            self._unrecorded.clear()
             left += [self._gap] if self._gap is not None else []
             self._gap = None
             # a planning not done yet: the next one starts where this one would have
@@ -246,7 +249,12 @@ class JobFireMachine(CatchupPlanning, AnswerHandling):
             while self._queue:
                 self._skip(self._queue.popleft()[0], m.SkipReason.STILL_RUNNING, record=True)
         if self.holding:
-            self._skip(instant, m.SkipReason.STILL_RUNNING, record=True)
+            # recorded once the claim that holds the job starts its run; if that claim comes
+            # to nothing (contact lost, withdrawn), nothing ran: the instant is caught up
+            running = any(f.stage in COMMAND_UP for f in self.fires.values())
+            self._skip(instant, m.SkipReason.STILL_RUNNING, record=running)
+            if not running:
+                self._unrecorded.append(instant)
             return
         for old in [f for f in self.fires.values() if f.stage is FireStage.LEASING]:
             self._lease_not_free(old, "the job's lease did not come free")

@@ -102,6 +102,9 @@ class JobState:
         self._plan_waits = False  # planning waits for interrupted claims to settle
         self._pending_plan: _Plan | None = None
         self._waiting: list[datetime] = []  # scheduled instants due while planning
+        # instants skipped `still-running` while only a claim held the job: recorded once
+        # it starts (or settles otherwise), caught up if contact is lost first
+        self._unrecorded: list[datetime] = []
         self.wake_at = NEVER
 
     @property
@@ -200,6 +203,14 @@ class JobState:
         self._out.append(m.Skip(self.spec.name, instant, reason, detail))
         if record:
             self._out.append(m.RecordSkip(self.spec.name, instant, "scheduled", reason))
+
+    def _record_still_running(self) -> None:
+        for instant in self._unrecorded:
+            if self.session is not None:
+                self._out.append(
+                    m.RecordSkip(self.spec.name, instant, "scheduled", m.SkipReason.STILL_RUNNING)
+                )
+        self._unrecorded.clear()
 
     def _lease_to(self, stage: LeaseStage) -> None:
         self.lease = check_lease_move(self.lease, stage)

@@ -17,6 +17,7 @@ from zksched.core.durations import format_duration_ms, parse_duration_ms
 from zksched.core.jobspec.frozenmap import FrozenMap
 from zksched.core.jobspec.problems import SpecProblem, _Bad, _LineOf, _show
 from zksched.core.names import name_problem, parse_label
+from zksched.core.oneoff import AtError, at_schedule, is_at
 from zksched.core.tomltext import toml_kind
 from zksched.core.zones import UnknownZoneError, load_zone
 
@@ -74,6 +75,11 @@ def _string(value: object, what: str, limit: int) -> str:
 
 def _check_schedule(value: object) -> str:
     text = _string(value, "the schedule", 1024)
+    if is_at(text):  # a one-off job's (`at` in a job file)
+        try:
+            return at_schedule(text)
+        except AtError as exc:
+            raise _Bad(str(exc)) from None
     try:
         return parse_cron(text).text
     except CronSyntaxError as exc:
@@ -297,7 +303,8 @@ def _missing(present: Iterable[object], job: str | None, line: int | None) -> li
     """A problem for each required key not in `present`."""
     keys = set(present)
     hints = {
-        "schedule": 'every job needs one, e.g. schedule = "0 2 * * *"',
+        "schedule": 'every job needs one, e.g. schedule = "0 2 * * *" (or, to run it once, '
+        'at = "2026-12-24T18:00:00+01:00")',
         "command": 'every job needs one: an argv array, e.g. command = ["/usr/bin/backup"]',
     }
     return [

@@ -10,9 +10,10 @@ import tomllib
 from pathlib import Path
 
 from zksched.core.jobspec.fields import JOB_KEYS, _check_job_table, _missing
-from zksched.core.jobspec.problems import JobSpecError, SpecProblem
+from zksched.core.jobspec.problems import JobSpecError, SpecProblem, _LineOf
 from zksched.core.jobspec.spec import JobSpec, _build
 from zksched.core.names import name_problem
+from zksched.core.oneoff import AtError, at_schedule
 from zksched.core.tomltext import TOML_ERROR_AT, TomlLines, toml_kind
 
 MAX_FILE_BYTES = 16 * 1024 * 1024
@@ -150,10 +151,12 @@ def parse_job_file(text: str | bytes, source: str = "<jobs>") -> dict[str, JobSp
                 )
             )
             continue
+        body, at_ok = _one_off(body, name, problems, line_of, where)
         own = _check_job_table(body, name, problems, line_of, where)
-        missing = _missing([*body, *defaults, *broken_defaults], name, line_of(*where))
+        present = [*body, *defaults, *broken_defaults, *([] if at_ok is None else ["schedule"])]
+        missing = _missing(present, name, line_of(*where))
         problems.extend(missing)
-        if own is None or name_issue is not None or missing:
+        if own is None or name_issue is not None or missing or at_ok is False:
             continue
         inherited = {k: v for k, v in defaults.items() if k not in own}
         if any(k in broken_defaults and k not in own for k in JOB_KEYS):
@@ -167,6 +170,32 @@ def parse_job_file(text: str | bytes, source: str = "<jobs>") -> dict[str, JobSp
             problem.source = source
         raise JobSpecError(problems)
     return jobs
+
+
+def _one_off(
+    body: dict[object, object],
+    name: str,
+    problems: list[SpecProblem],
+    line_of: _LineOf,
+    where: tuple[str, ...],
+) -> tuple[dict[object, object], bool | None]:
+    """A one-off job's `at` (ISO 8601 text with an offset, or a TOML date-time) becomes its
+    schedule, `@at <UTC instant>`. Returns the job's table and whether its `at` was good
+    (None: it has none)."""
+    if "at" not in body:
+        return body, None
+    rest = {k: v for k, v in body.items() if k != "at"}
+    if "schedule" in body:
+        problems.append(SpecProblem(
+            name, "at", "a job has a schedule or an at (run once), not both", line_of(*where, "at")
+        ))
+        return rest, False
+    try:
+        rest["schedule"] = at_schedule(body["at"])
+    except AtError as exc:
+        problems.append(SpecProblem(name, "at", str(exc), line_of(*where, "at")))
+        return rest, False
+    return rest, True
 
 
 def load_job_file(path: str | Path) -> dict[str, JobSpec]:
