@@ -682,3 +682,21 @@ def test_an_instant_skipped_behind_a_claim_that_contact_lost_is_caught_up() -> N
     shell.run(at(0))
     shell.finish(at(0))
     assert [(c.instant, c.kind) for c in shell.of(m.Claim)][2:] == [(at(1), "catchup")]  # type: ignore[attr-defined]
+
+
+def test_a_trigger_goes_before_the_rest_of_a_long_catchup() -> None:
+    """Regression (simulator, seed 992): a slow job caught up with `all` had a minute of
+    instants queued; a trigger waited behind all of them (over 40 s) although the operator
+    was told its owner runs it now. It goes as soon as the run going ends."""
+    shell = Shell(spec(schedule="*/2 * * * * *", catchup="all"), updated_at=T0 - 30.5)
+    shell.now = T0 + 0.1
+    shell.join()
+    shell.give(m.HistoryRead(()))
+    shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    first = shell.of(m.Claim)[0].instant  # type: ignore[attr-defined]
+    shell.run(first)
+    shell.now = T0 + 0.6
+    shell.give(m.Triggered("t-1"))
+    shell.finish(first)
+    kinds = [c.kind for c in shell.of(m.Claim)]  # type: ignore[attr-defined]
+    assert kinds == ["catchup", "trigger"], kinds

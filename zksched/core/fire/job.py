@@ -293,7 +293,9 @@ class JobFireMachine(CatchupPlanning, AnswerHandling):
         self._out.append(m.Claim(self.spec.name, fire.instant, fire.kind, late))
 
     def _pump(self, now: float) -> None:
-        """Catch-up instants, then triggers, when the job is free for them."""
+        """Triggers (an operator's "now": never behind a long catch-up), then catch-up
+        instants, when the job is free for them."""
+        self._pump_trigger(now)
         window = self.spec.catchup_window
         while self._queue and (self.spec.overlap == "allow" or not self._busy()):
             instant, kind = self._queue.popleft()
@@ -303,19 +305,22 @@ class JobFireMachine(CatchupPlanning, AnswerHandling):
                 self._skip(instant, m.SkipReason.STILL_RUNNING, record=True)
             else:
                 self._due(instant, kind, instant.timestamp(), now, queued=True)
-        if self._triggers and self._trigger_at <= now and not self._queue:
-            if self.spec.overlap == "skip" and self._busy():
-                return
-            instant = trigger_instant(self.spec.schedule_obj, _utc(now))
-            if instant in self.fires or (self._last_trigger and instant <= self._last_trigger):
-                self._trigger_at = float(int(now) + 1)  # one trigger a second: its own instant
-                return
-            trigger = self._triggers.popleft()
-            self._last_trigger = instant
-            self._due(instant, "trigger", now, now)
-            fire = self.fires.get(instant)
-            if fire is not None:
-                fire.trigger = trigger
+
+    def _pump_trigger(self, now: float) -> None:
+        if not self._triggers or self._trigger_at > now:
+            return
+        if self.spec.overlap == "skip" and self._busy():
+            return
+        instant = trigger_instant(self.spec.schedule_obj, _utc(now))
+        if instant in self.fires or (self._last_trigger and instant <= self._last_trigger):
+            self._trigger_at = float(int(now) + 1)  # one trigger a second: its own instant
+            return
+        trigger = self._triggers.popleft()
+        self._last_trigger = instant
+        self._due(instant, "trigger", now, now)
+        fire = self.fires.get(instant)
+        if fire is not None:
+            fire.trigger = trigger
 
     def _wake(self, now: float) -> float:
         """The next moment something is due. Whatever was due by `now` has been done; what
