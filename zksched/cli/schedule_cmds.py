@@ -53,13 +53,10 @@ def check_command(file: str) -> None:
         ) from None
     count = len(jobs)
     click.echo(_printable(f"{source}: {count} job{'s' if count != 1 else ''} OK", sys.stdout))
-    for name, spec in jobs.items():  # what the month-dependent day forms mean
-        for line in _explain(spec.schedule_obj):
+    for name, spec in jobs.items():  # what month-dependent day forms and @at mean
+        for line in spec.schedule_obj.explain():
             click.echo(_printable(f"  {name}: {line}", sys.stdout))
 
-
-def _explain(schedule: Schedule) -> list[str]:
-    return schedule.explain()
 
 
 def _parse_after(text: str | None, timezone: str) -> datetime:
@@ -128,7 +125,7 @@ def next_command(
     if as_json:
         click.echo(json.dumps(lines))
     else:
-        for line in _explain(schedule):  # on stderr: the instants stay one a line on stdout
+        for line in schedule.explain():  # on stderr: the instants stay one a line on stdout
             click.echo(f"# {line}", err=True)
         for line in lines:
             click.echo(line)

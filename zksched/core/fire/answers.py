@@ -81,8 +81,7 @@ class AnswerHandling(JobState):
                        "once the lease is ours")
             )
         self._gap = fire.instant if self._gap is None else min(self._gap, fire.instant)
-        if fire.trigger is not None:
-            self._triggers.appendleft(fire.trigger)
+        self._trigger_again(fire)
 
     def _lease_gone(self) -> None:
         self._lease_to(LeaseStage.FREE)
@@ -114,8 +113,7 @@ class AnswerHandling(JobState):
                     fire.step(Step.SETTLED)
                     self._skip(fire.instant, refusal[0], record=False, detail=refusal[1])
                     self._write(fire, "skipped", reason=refusal[0], error=refusal[1])
-                    if fire.trigger is not None:
-                        self._triggers.appendleft(fire.trigger)  # it runs once, later
+                    self._trigger_again(fire)
             case m.ClaimOutcome.TAKEN:
                 holder = event.holder or "another member"
                 # passed by a newer record: nothing is at its instant, so it is recorded
@@ -180,16 +178,14 @@ class AnswerHandling(JobState):
         fire.step(Step.SETTLED)
         self._skip(fire.instant, why[0], record=False, detail=why[1])
         self._write(fire, "skipped", reason=why[0], error=why[1])
-        if fire.trigger is not None:
-            self._triggers.appendleft(fire.trigger)
+        self._trigger_again(fire)
 
     def _withdrawn(self, event: m.Withdrawn, now: float) -> None:
         fire = self._fire(event.instant)
         if event.done:
             fire.step(Step.WITHDRAWN)
             del self.fires[fire.instant]
-            if fire.trigger is not None:
-                self._triggers.appendleft(fire.trigger)
+            self._trigger_again(fire)
             return
         fire.step(Step.UNKNOWN)
         fire.retry_at = now + self.tunables.retry_interval if self.session is not None else NEVER

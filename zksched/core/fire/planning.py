@@ -139,8 +139,7 @@ class CatchupPlanning(JobState):
         for fire in [f for f in self.fires.values() if f.stage is FireStage.LEASING]:
             fire.step(Step.DROPPED)
             del self.fires[fire.instant]
-            if fire.trigger is not None:
-                self._triggers.appendleft(fire.trigger)
+            self._trigger_again(fire)
         self.last_active = self._gap.timestamp() + self.spec.jitter
         self._gap = None
         self.phase = JobPhase.INACTIVE

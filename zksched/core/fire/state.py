@@ -204,6 +204,12 @@ class JobState:
         if record:
             self._out.append(m.RecordSkip(self.spec.name, instant, "scheduled", reason))
 
+    def _trigger_again(self, fire: Fire) -> None:
+        """A trigger's fire that did not run: the trigger waits for its turn again (it runs
+        once)."""
+        if fire.trigger is not None:
+            self._triggers.appendleft(fire.trigger)
+
     def _record_still_running(self) -> None:
         for instant in self._unrecorded:
             if self.session is not None:
