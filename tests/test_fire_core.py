@@ -625,6 +625,58 @@ def test_an_instant_due_while_the_last_catchup_runs_goes_behind_it_with_all() ->
     ]
 
 
+def drive(shell: Shell, run_for: float, until: float, step: float = 0.05) -> dict[datetime, float]:
+    """Runs every claim at once and ends each run `run_for` s after its start; returns when
+    each instant started."""
+    started: dict[datetime, float] = {}
+    t = shell.now - T0
+    while t < until:
+        t += step
+        shell.to(t)
+        for instant in list(shell.machine.fires):
+            if instant in started and shell.now - started[instant] >= run_for:
+                shell.finish(instant)
+        for instant in claims(shell.actions):
+            if instant not in started and instant in shell.machine.fires:
+                shell.run(instant)
+                started[instant] = shell.now
+    return started
+
+
+def test_a_fast_job_runs_the_instants_due_during_a_long_catchup_as_part_of_it() -> None:
+    """Regression (busy suite, chaos zk-outage): a member back from an outage caught up 14
+    instants one after another, slower than usual under load; the instants due meanwhile
+    waited behind, their turn came after their successors were due, and they were skipped
+    `still-running` although each run takes far less than the period. With `all` they run,
+    late, as part of the catch-up, and the job is back on time once it is done."""
+    shell = Shell(spec(catchup="all"), updated_at=T0 - 14.5)
+    shell.now = T0 - 0.2
+    shell.join()
+    shell.give(m.HistoryRead(()))
+    shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    started = drive(shell, run_for=0.3, until=12.0)
+    assert not shell.skips(m.SkipReason.STILL_RUNNING)
+    assert set(started) >= {at(s) for s in range(-14, 12)}
+    assert started[at(11)] - at(11).timestamp() < 0.2  # on time again
+    kinds = {c.instant: c.kind for c in shell.of(m.Claim)}  # type: ignore[attr-defined]
+    assert kinds[at(0)] == "catchup" and kinds[at(11)] == "scheduled"
+
+
+def test_a_slow_job_behind_a_catchup_skips_rather_than_falling_behind_with_all() -> None:
+    """The same catch-up for a job that runs longer than its period: the instants due while
+    it goes are skipped `still-running` (it would never catch up), and none starts more
+    than one run late."""
+    shell = Shell(spec(catchup="all"), updated_at=T0 - 3.5)
+    shell.now = T0 - 0.2
+    shell.join()
+    shell.give(m.HistoryRead(()))
+    shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    started = drive(shell, run_for=1.5, until=20.0)
+    assert shell.skips(m.SkipReason.STILL_RUNNING)
+    late = {i: t - i.timestamp() for i, t in started.items() if i >= at(0)}
+    assert late and max(late.values()) < 2.0, late
+
+
 def test_an_instant_due_while_the_catchup_is_planned_is_part_of_it_with_all() -> None:
     """Regression (chaos partition, seed 2): an instant that came due while a member back
     from a short cut read its history was queued behind the catch-up as a scheduled

@@ -12,8 +12,10 @@ Invariants (checked by the cluster simulator, zksched/sim):
 - A command starts only after our claim was created, while connected in its session.
 - overlap = skip: an instant is started only under the job's lease and while no other fire
   of the job holds the job (`HOLDS_JOB`); an instant due meanwhile is skipped
-  `still-running` and recorded, never queued. A scheduled instant whose successor is due
-  before it could claim is skipped, not run late.
+  `still-running` and recorded, never queued (but behind a catch-up under `catchup = "all"`,
+  in order). A scheduled instant whose successor is due before it could claim is skipped,
+  not run late, unless it only waited for such a catch-up and the job runs shorter than its
+  period: then it runs as part of the catch-up, so a slow job never falls behind.
 - A job's instants are claimed in instant order: none is (re)claimed after a later one.
 - A claim sent before this member lost contact never starts: once connected, its record is
   withdrawn (deleted while still exactly our claim), and the catch-up planned after that
@@ -102,7 +104,9 @@ class JobFireMachine(CatchupPlanning, AnswerHandling):
             case m.Withdrawn():
                 self._withdrawn(event, now)
             case m.Started():
-                self._fire(event.instant).step(Step.STARTED)
+                fire = self._fire(event.instant)
+                fire.step(Step.STARTED)
+                fire.started_at = now
             case m.StartFailed():
                 fire = self._fire(event.instant)
                 fire.step(Step.START_FAILED)
@@ -111,6 +115,7 @@ class JobFireMachine(CatchupPlanning, AnswerHandling):
             case m.Exited():
                 fire = self._fire(event.instant)
                 fire.step(Step.EXITED)
+                self._last_run = now - fire.started_at if fire.started_at != NEVER else NEVER
                 self._write(fire, event.status)
                 self._after_run(now)
             case m.ResultWritten():
@@ -239,9 +244,8 @@ class JobFireMachine(CatchupPlanning, AnswerHandling):
             return
         if not queued and kind == "scheduled" and (self._queue or self._catching_up()):
             if spec.catchup == "all":
-                # behind the catch-up (its last instant may be running still), in order; run
-                # only if its successor is not due yet when its turn comes (so a job slower
-                # than its period never falls behind)
+                # behind the catch-up (its last instant may be running still), in order;
+                # see _pump for when it runs late
                 self._queue.append((instant, kind))
                 return
             # latest: the catch-up's instant not started by now never will be (none is
@@ -302,9 +306,26 @@ class JobFireMachine(CatchupPlanning, AnswerHandling):
             if instant.timestamp() < now - window:
                 self._skip(instant, m.SkipReason.OUTSIDE_CATCHUP_WINDOW, record=True)
             elif kind == "scheduled" and self._deadline(instant, kind, 0.0) <= now:
-                self._skip(instant, m.SkipReason.STILL_RUNNING, record=True)
+                if self._keeps_up(instant):
+                    # late only because the catch-up ran first: part of the catch-up
+                    self._due(instant, "catchup", instant.timestamp(), now, queued=True)
+                else:
+                    self._skip(instant, m.SkipReason.STILL_RUNNING, record=True)
             else:
                 self._due(instant, kind, instant.timestamp(), now, queued=True)
+
+    def _keeps_up(self, instant: datetime) -> bool:
+        """Whether the job's last run here took less than the period after `instant`: such a
+        job catches up a backlog in finite time, so its instants queued behind a catch-up
+        (`catchup = "all"`) run late rather than being skipped. A job slower than its period
+        (or not run here yet) never builds a backlog: its late instant is skipped."""
+        if self.spec.catchup != "all" or self._last_run == NEVER:
+            return False
+        try:
+            following = self.spec.schedule_obj.next_fire(instant)
+        except ScheduleError:
+            return False
+        return self._last_run < (following - instant).total_seconds()
 
     def _pump_trigger(self, now: float) -> None:
         if not self._triggers or self._trigger_at > now:

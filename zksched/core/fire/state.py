@@ -57,6 +57,7 @@ class Fire:
     retry_at: float = NEVER  # LEASING / UNKNOWN / PARKED: when to try again
     trigger: str | None = None  # the trigger it runs
     epoch: int = 0  # the job's connection epoch when it was claimed
+    started_at: float = NEVER  # when its command started here
 
     def step(self, step: Step) -> None:
         self.stage = next_stage(self.stage, step)
@@ -105,6 +106,7 @@ class JobState:
         # instants skipped `still-running` while only a claim held the job: recorded once
         # it starts (or settles otherwise), caught up if contact is lost first
         self._unrecorded: list[datetime] = []
+        self._last_run = NEVER  # how long the job's last command here ran (NEVER: unknown)
         self.wake_at = NEVER
 
     @property
