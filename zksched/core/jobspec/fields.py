@@ -27,6 +27,8 @@ MAX_ENV = 256
 MAX_LABELS = 64
 MAX_WORKDIR_CHARS = 4096
 MAX_JITTER_MS = 86_400_000  # 1d
+MAX_RETRIES = 10
+MIN_RETRY_BACKOFF_MS, MAX_RETRY_BACKOFF_MS = 100, 86_400_000  # 100ms .. 1d
 MAX_CATCHUP_WINDOW_MS = 366 * 86_400_000
 MIN_HISTORY, MAX_HISTORY = 1, 1000
 
@@ -45,6 +47,8 @@ JOB_KEYS = (
     "overlap",
     "catchup",
     "catchup_window",
+    "retries",
+    "retry_backoff",
     "labels",
     "env",
     "history",
@@ -142,6 +146,26 @@ def _check_catchup_window(value: object) -> float:
     millis = _millis(value, "the catch-up window")
     if millis > MAX_CATCHUP_WINDOW_MS:
         raise _Bad(f"the catch-up window is {format_duration_ms(millis)}; the limit is 366d")
+    return millis / 1000
+
+
+def _check_retries(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _Bad(f"retries must be an integer, not {toml_kind(value)}")
+    if not 0 <= value <= MAX_RETRIES:
+        shown = str(value) if abs(value) < 10**12 else "a huge number"
+        raise _Bad(f"retries must be between 0 and {MAX_RETRIES}, got {shown}")
+    return value
+
+
+def _check_retry_backoff(value: object) -> float:
+    millis = _millis(value, "the retry backoff")
+    if not MIN_RETRY_BACKOFF_MS <= millis <= MAX_RETRY_BACKOFF_MS:
+        raise _Bad(
+            f"the retry backoff is {format_duration_ms(millis)}; it must be between "
+            f"{format_duration_ms(MIN_RETRY_BACKOFF_MS)} and "
+            f"{format_duration_ms(MAX_RETRY_BACKOFF_MS)}"
+        )
     return millis / 1000
 
 
@@ -251,6 +275,8 @@ _CHECKS: dict[str, Callable[[object], Any]] = {
     "overlap": _check_overlap,
     "catchup": _check_catchup,
     "catchup_window": _check_catchup_window,
+    "retries": _check_retries,
+    "retry_backoff": _check_retry_backoff,
     "labels": _check_labels,
     "env": _check_env,
     "history": _check_history,

@@ -25,6 +25,7 @@ from zksched.core.jobspec.fields import (
     _check_catchup_window,
     _check_jitter,
     _check_job_table,
+    _check_retry_backoff,
     _check_timeout,
     _missing,
 )
@@ -49,6 +50,9 @@ def _seconds_to_millis(value: object, what: str) -> int:
     return round(value * 1000)
 
 
+_DURATION_KEYS = ("timeout", "jitter", "catchup_window", "retry_backoff")
+
+
 @dataclass(frozen=True)
 class JobSpec:
     """One job, validated. Durations are float seconds (millisecond precision)."""
@@ -62,6 +66,8 @@ class JobSpec:
     overlap: Overlap = "skip"
     catchup: Catchup = "latest"
     catchup_window: float = 3600.0
+    retries: int = 0  # a failed or timed-out instant is run again up to this many times
+    retry_backoff: float = 10.0  # before the first retry; doubled for each next one
     labels: Mapping[str, str] = field(default=_EMPTY)
     env: Mapping[str, str] = field(default=_EMPTY)
     history: int = 20
@@ -84,6 +90,7 @@ class JobSpec:
             ("timeout", _check_timeout),
             ("jitter", _check_jitter),
             ("catchup_window", _check_catchup_window),
+            ("retry_backoff", _check_retry_backoff),
         ):
             value = getattr(self, key)
             if value is None and key == "timeout":
@@ -96,7 +103,7 @@ class JobSpec:
             except _Bad as exc:
                 problems.append(SpecProblem(job, key, str(exc)))
         for key in JOB_KEYS:
-            if key not in ("timeout", "jitter", "catchup_window"):
+            if key not in _DURATION_KEYS:
                 normalise(key, _CHECKS[key], getattr(self, key))
         problems[:0] = self._whole_problems(fields_ok=not problems)
         if problems:
@@ -153,7 +160,7 @@ class JobSpec:
 
     def to_record(self) -> dict[str, Any]:
         """The canonical JSON-able form (plain dicts, lists, strings, ints, bools, null)."""
-        return {
+        record: dict[str, Any] = {
             "format": FORMAT,
             "name": self.name,
             "schedule": self.schedule,
@@ -170,6 +177,12 @@ class JobSpec:
             "paused": self.paused,
             "workdir": self.workdir,
         }
+        if self.retries:
+            # only when used: a job without retries keeps the record (and hash) it had, and
+            # daemons that predate retries still read it
+            record["retries"] = self.retries
+            record["retry_backoff"] = _duration_text(self.retry_backoff)
+        return record
 
     @classmethod
     def from_record(cls, data: object) -> JobSpec:
