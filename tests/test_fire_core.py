@@ -9,12 +9,13 @@ simulator's (tests/test_sim.py) and the real daemon's (integration/).
 from __future__ import annotations
 
 import itertools
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import pytest
+from fire_shell import SESSION, T0, Shell, at, claims, spec
 
 from zksched.core.fire import model as m
-from zksched.core.fire.job import JobFireMachine, JobPhase
+from zksched.core.fire.job import JobPhase
 from zksched.core.fire.stages import (
     LEASE_MOVES,
     TRANSITIONS,
@@ -25,72 +26,7 @@ from zksched.core.fire.stages import (
     check_lease_move,
     next_stage,
 )
-from zksched.core.jobspec import JobSpec
-
-T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC).timestamp()
-SESSION = 7
-
-
-def at(seconds: float) -> datetime:
-    return datetime.fromtimestamp(T0 + seconds, UTC)
-
-
-def spec(**changes: object) -> JobSpec:
-    values: dict[str, object] = {
-        "name": "job",
-        "schedule": "* * * * * *",
-        "command": ("true",),
-        "overlap": "skip",
-        "catchup": "latest",
-        "catchup_window": 60.0,
-    }
-    values.update(changes)
-    return JobSpec(**values)  # type: ignore[arg-type]
-
-
-class Shell:
-    """Drives one machine: time, the core's actions, and answers to them."""
-
-    def __init__(self, job: JobSpec, updated_at: float = T0 - 3600, **tunables: object) -> None:
-        self.machine = JobFireMachine(job, updated_at, m.FireTunables(**tunables))  # type: ignore[arg-type]
-        self.now = T0 - 0.5
-        self.actions: list[m.Action] = []
-
-    def feed(self, actions: list[m.Action]) -> list[m.Action]:
-        real = [a for a in actions if not isinstance(a, m.SetTimer)]
-        self.actions += real
-        return real
-
-    def join(self) -> list[m.Action]:
-        out = self.feed(self.machine.set_session(SESSION, self.now))
-        return out + self.feed(self.machine.set_owned(True, self.now))
-
-    def to(self, seconds: float) -> list[m.Action]:
-        self.now = T0 + seconds
-        return self.feed(self.machine.handle(m.Tick(), self.now))
-
-    def give(self, event: m.JobEvent) -> list[m.Action]:
-        return self.feed(self.machine.handle(event, self.now))
-
-    def of(self, kind: type) -> list[m.Action]:
-        return [a for a in self.actions if isinstance(a, kind)]
-
-    def skips(self, reason: m.SkipReason) -> list[datetime]:
-        return [a.instant for a in self.of(m.Skip) if a.reason is reason]  # type: ignore[attr-defined]
-
-    def run(self, instant: datetime, token: int = 1) -> None:
-        """Answer the claim of `instant` as ours, and its command starts."""
-        self.give(m.ClaimAnswered(instant, m.ClaimOutcome.CREATED, token))
-        self.give(m.Started(instant))
-
-    def finish(self, instant: datetime, status: str = "ok") -> None:
-        self.give(m.Exited(instant, status))
-        self.give(m.ResultWritten(instant))
-
-
-def claims(actions: list[m.Action]) -> list[datetime]:
-    return [a.instant for a in actions if isinstance(a, m.Claim)]
-
+from zksched.core.firekey import fire_key, jitter_of
 
 # -- the tables -------------------------------------------------------------------------------
 
@@ -390,6 +326,45 @@ def test_a_claim_answered_after_contact_was_lost_waits_and_is_withdrawn_once_con
         (at(1), "catchup", True),
     ]
     assert not shell.of(m.Start) and not shell.skips(m.SkipReason.NOT_CONNECTED)
+
+
+@pytest.mark.parametrize("moved", ["before the plan", "after the plan", "while away again"])
+def test_a_withdrawn_instant_is_recorded_if_the_job_moves_before_its_catchup_claims_it(
+    moved: str,
+) -> None:
+    """Regression (simulator, seed 991): the member withdrew its interrupted claim while the
+    job was moving to a member that had just joined; that member's history read still saw
+    the claim (its record), and the withdrawing member lost the job before its own catch-up
+    ran: no record, no run. Leaving, it records the instant (not-connected); a record made
+    meanwhile by the new owner wins (the create finds it)."""
+    shell = cut_with_a_claim_in_flight(catchup="latest", overlap="skip")
+    shell.feed(shell.machine.session_lost(shell.now))  # the lease went with the session
+    shell.give(m.ClaimAnswered(at(0), m.ClaimOutcome.CREATED, 3))
+    shell.now = T0 + 0.6
+    shell.feed(shell.machine.set_session(SESSION, shell.now))
+    shell.give(m.Withdrawn(at(0)))
+    if moved == "after the plan":
+        shell.give(m.HistoryRead(()))  # plans to catch at(0) up, waiting for the lease
+    if moved == "while away again":
+        shell.feed(shell.machine.set_session(None, shell.now))
+    shell.feed(shell.machine.set_owned(False, shell.now))
+    if moved == "while away again":
+        assert not shell.of(m.RecordSkip)  # not while it cannot write
+        shell.feed(shell.machine.set_session(SESSION, shell.now + 1))
+    records = [(r.instant, r.reason) for r in shell.of(m.RecordSkip)]  # type: ignore[attr-defined]
+    assert records == [(at(0), m.SkipReason.NOT_CONNECTED)]
+
+
+def test_a_withdrawn_instant_the_catchup_claimed_is_not_recorded_again() -> None:
+    shell = cut_with_a_claim_in_flight(catchup="all")
+    shell.give(m.ClaimAnswered(at(0), m.ClaimOutcome.CREATED, 3))
+    shell.now = T0 + 0.6
+    shell.feed(shell.machine.set_session(SESSION, shell.now))
+    shell.give(m.Withdrawn(at(0)))
+    shell.give(m.HistoryRead(()))
+    assert at(0) in claims(shell.actions[-3:])
+    shell.feed(shell.machine.set_owned(False, shell.now))
+    assert not shell.of(m.RecordSkip)
 
 
 def test_a_claim_resolved_after_contact_was_lost_is_withdrawn_too() -> None:
@@ -752,3 +727,43 @@ def test_a_trigger_goes_before_the_rest_of_a_long_catchup() -> None:
     shell.finish(first)
     kinds = [c.kind for c in shell.of(m.Claim)]  # type: ignore[attr-defined]
     assert kinds == ["catchup", "trigger"], kinds
+
+
+@pytest.mark.parametrize("changed_at", [x / 4 for x in range(40)])
+@pytest.mark.parametrize("catchup", ["all", "latest"])
+def test_a_jitter_longer_than_the_period_never_starts_a_missed_instant_after_its_successor(
+    changed_at: float, catchup: str
+) -> None:
+    """Regression (simulator, seeds 109 and 119): a job with a 3 s jitter on a 1 s schedule,
+    changed a moment before a member (back from a short loss of contact) activated it: the
+    catch-up plan ends at now - jitter, and an instant after that bound that came due
+    before the activation was claimed as "scheduled" after its successor was due (a
+    backlog; with `latest`, a hole behind it). Such an instant is decided by the catch-up
+    policy: `all` runs it as a catch-up, `latest` records it."""
+    job = spec(jitter=3.0, catchup=catchup)
+    shell = Shell(job, updated_at=T0 + changed_at)
+    shell.now = T0 + changed_at + 0.6
+    shell.join()
+    if shell.of(m.ReadHistory):
+        shell.give(m.HistoryRead(()))
+    shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    claimed_at: dict[datetime, float] = {c: shell.now for c in claims(shell.actions)}
+    for instant in list(claimed_at):
+        shell.run(instant)
+        shell.finish(instant)
+
+    def due(i: datetime) -> float:
+        return i.timestamp() + jitter_of(fire_key("job", i), 3.0)
+
+    t = shell.now - T0
+    while t < changed_at + 10:
+        t += 0.05
+        for instant in claims(shell.to(t)):
+            claimed_at[instant] = shell.now
+            shell.run(instant)
+            shell.finish(instant)
+    kinds = {c.instant: c.kind for c in shell.of(m.Claim)}  # type: ignore[attr-defined]
+    for instant, when in claimed_at.items():
+        if kinds[instant] == "scheduled":
+            deadline = max(due(job.schedule_obj.next_fire(instant)), due(instant))
+            assert when <= deadline + 0.05, (instant, when - T0)

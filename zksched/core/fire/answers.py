@@ -26,6 +26,8 @@ class AnswerHandling(JobState):
                 self._out.append(m.Resolve(self.spec.name, fire.instant))
         elif fire.stage is FireStage.PARKED:
             self._unpark(fire)
+        elif fire.stage is FireStage.BACKING_OFF:
+            self._attempt_again(fire, now)
 
     def _lease_answered(self, event: m.LeaseAnswered, now: float) -> None:
         if self.lease is not LeaseStage.TAKING:
@@ -86,6 +88,8 @@ class AnswerHandling(JobState):
     def _lease_gone(self) -> None:
         self._lease_to(LeaseStage.FREE)
         self._give_back = False
+        if self.spec.overlap == "skip":
+            self._give_up_retries("the job's lease vanished")
         if self.tunables.on_session_loss == "terminate":
             for fire in self.fires.values():
                 if fire.stage in COMMAND_UP:
@@ -185,6 +189,7 @@ class AnswerHandling(JobState):
         if event.done:
             fire.step(Step.WITHDRAWN)
             del self.fires[fire.instant]
+            self._withdrawals.add(fire.instant)
             self._trigger_again(fire)
             return
         fire.step(Step.UNKNOWN)

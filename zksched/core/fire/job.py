@@ -30,6 +30,7 @@ from zksched.core.catchup import trigger_instant
 from zksched.core.fire import model as m
 from zksched.core.fire.answers import AnswerHandling
 from zksched.core.fire.planning import CatchupPlanning
+from zksched.core.fire.retrying import Retrying
 from zksched.core.fire.stages import BEFORE_START, COMMAND_UP, FireStage, LeaseStage, Step
 from zksched.core.fire.state import NEVER, Fire, JobPhase, _utc
 from zksched.core.firekey import fire_key, jitter_of
@@ -39,7 +40,7 @@ from zksched.core.schedule import ScheduleError
 __all__ = ["Fire", "JobFireMachine", "JobPhase"]
 
 
-class JobFireMachine(CatchupPlanning, AnswerHandling):
+class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
     def set_owned(self, owned: bool, now: float) -> list[m.Action]:
         self.owned = owned
         if not owned and self.lease is not LeaseStage.FREE:
@@ -48,6 +49,8 @@ class JobFireMachine(CatchupPlanning, AnswerHandling):
 
     def set_session(self, session: int | None, now: float) -> list[m.Action]:
         self._set_session(session)
+        if not self._active:
+            self._record_withdrawn()
         if session is not None:
             for fire in self.fires.values():
                 if fire.stage in (FireStage.UNKNOWN, FireStage.PARKED) and fire.retry_at == NEVER:
@@ -114,9 +117,10 @@ class JobFireMachine(CatchupPlanning, AnswerHandling):
                 self._after_run(now)
             case m.Exited():
                 fire = self._fire(event.instant)
-                fire.step(Step.EXITED)
                 self._last_run = now - fire.started_at if fire.started_at != NEVER else NEVER
-                self._write(fire, event.status)
+                if not self._retry_later(fire, event.status, now):
+                    fire.step(Step.EXITED)
+                    self._write(fire, event.status)
                 self._after_run(now)
             case m.ResultWritten():
                 fire = self._fire(event.instant)
@@ -154,6 +158,9 @@ class JobFireMachine(CatchupPlanning, AnswerHandling):
         return out
 
     def _deactivate(self, now: float, drop_lease: bool) -> None:
+        self._give_up_retries("the job is no longer active here")
+        if not self._active:  # leaving us (not a change of the job: its re-plan sees them)
+            self._record_withdrawn()
         leasing = [f for f in self.fires.values() if f.stage is FireStage.LEASING]
         if self.phase in (JobPhase.ACTIVE, JobPhase.PLANNING):
             # the next catch-up here looks back to the oldest instant that may be left
@@ -178,6 +185,17 @@ class JobFireMachine(CatchupPlanning, AnswerHandling):
             self._drop(fire, reason, "no longer active here")
         if drop_lease and self.lease is not LeaseStage.FREE:
             self._give_back = True
+
+    def _record_withdrawn(self) -> None:
+        """Record (skipped, not-connected) the withdrawn instants no catch-up of ours has
+        claimed or recorded, once we can: the job is leaving us, and its next owner may have
+        read the withdrawn claim as the instant's record (a record made since wins)."""
+        if self.session is None:
+            return  # once connected again
+        for instant in sorted(self._withdrawals):
+            self._skip(instant, m.SkipReason.NOT_CONNECTED, record=True,
+                       detail="its claim was withdrawn and the job moved before its catch-up")
+        self._withdrawals.clear()
 
     def _set_next(self, after: datetime) -> None:
         try:
@@ -238,6 +256,19 @@ class JobFireMachine(CatchupPlanning, AnswerHandling):
         if spec.paused and kind != "trigger":
             self._skip(instant, m.SkipReason.PAUSED, record=False)
             return
+        if (
+            kind == "scheduled"
+            and spec.overlap == "skip"
+            and due < self._active_since
+            and self._deadline(instant, kind, 0.0) <= now
+        ):
+            # missed before the job was active here (after the catch-up plan's bound: a
+            # jitter longer than the period), and its successor is due: the policy decides
+            # it as the plan would have, never a scheduled start after its successor's due
+            if spec.catchup != "all":
+                self._skip(instant, m.SkipReason.OUTSIDE_CATCHUP_WINDOW, record=True)
+                return
+            kind = "catchup"
         deadline = self._deadline(instant, kind, due)
         if spec.overlap == "allow":
             self._claim(Fire(instant, kind, FireStage.CLAIMING, deadline), now)
@@ -283,6 +314,7 @@ class JobFireMachine(CatchupPlanning, AnswerHandling):
 
     def _claim(self, fire: Fire, now: float) -> None:
         fire.epoch = self.epoch
+        self._withdrawals.discard(fire.instant)  # it gets a record: ours, or whoever's won
         self.fires[fire.instant] = fire
         if fire.kind == "catchup" and now - fire.instant.timestamp() > self.spec.catchup_window:
             # its window passed while it waited (for the job's lease): recorded, not run

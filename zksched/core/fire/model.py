@@ -207,6 +207,19 @@ class Start:
     instant: datetime
     kind: FireKind
     token: int
+    attempt: int = 1  # > 1: a retry of a failed run (ZKSCHED_ATTEMPT)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordAttempt:
+    """Attempt `attempt` of the fire ended `status` and the fire is run again at `retry_at`
+    (the member's clock): note that attempt in the fire's record, which stays `running`."""
+
+    job: str
+    instant: datetime
+    attempt: int
+    status: str
+    retry_at: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,6 +294,7 @@ Action = (
     | Resolve
     | Withdraw
     | Start
+    | RecordAttempt
     | Terminate
     | WriteResult
     | RecordSkip

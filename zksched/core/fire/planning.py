@@ -32,6 +32,7 @@ class CatchupPlanning(JobState):
         lower = self.updated_at if since is None else since - 1 - spec.jitter
         self._plan_lower = max(lower, self.updated_at)
         self._plan_until = now - spec.jitter
+        self._active_since = now
         self._set_next(_utc(self._plan_until))
         self._give_back = False
         self._holder = ("another member", False)  # nothing known of the lease's holder yet

@@ -13,6 +13,7 @@ result. Each stage says what the fire waits for:
                missed like any other, and the catch-up policy decides it)
     STARTING   its command's start
     RUNNING    its command's exit
+    BACKING_OFF  its retry time: the command failed and the job retries (`retries`)
     WRITING    its result's write (the shell retries until it lands)
     DONE       nothing more: the fire is forgotten
 
@@ -39,6 +40,7 @@ class FireStage(enum.Enum):
     WITHDRAWING = "withdrawing"
     STARTING = "starting"
     RUNNING = "running"
+    BACKING_OFF = "backing-off"
     WRITING = "writing"
     DONE = "done"
 
@@ -57,6 +59,9 @@ class Step(enum.Enum):
     START_FAILED = "start-failed"
     STARTED = "started"
     EXITED = "exited"
+    RETRY_LATER = "retry-later"  # the command failed; it is run again after a pause
+    RETRIED = "retried"  # the pause is over: the next attempt's command starts
+    GAVE_UP = "gave-up"  # no more attempts (the job moved, the session went): record the last
     SETTLED = "settled"  # a claim of ours that will not run: its result is written as a skip
     DROPPED = "dropped"  # nothing of it is in ZooKeeper, or not ours: forgotten (skip logged)
     WRITTEN = "written"
@@ -87,13 +92,19 @@ TRANSITIONS: Mapping[tuple[FireStage, Step], FireStage] = MappingProxyType(
         (_S.STARTING, _T.STARTED): _S.RUNNING,
         (_S.STARTING, _T.START_FAILED): _S.WRITING,
         (_S.RUNNING, _T.EXITED): _S.WRITING,
+        (_S.RUNNING, _T.RETRY_LATER): _S.BACKING_OFF,
+        (_S.BACKING_OFF, _T.RETRIED): _S.STARTING,
+        (_S.BACKING_OFF, _T.GAVE_UP): _S.WRITING,
         (_S.WRITING, _T.WRITTEN): _S.DONE,
     }
 )
 
 # Stages in which the fire holds its job: with overlap = skip, no other instant of the job
-# may start meanwhile (a claim in flight becomes a run the moment it is answered).
-HOLDS_JOB = frozenset({FireStage.CLAIMING, FireStage.STARTING, FireStage.RUNNING})
+# may start meanwhile (a claim in flight becomes a run the moment it is answered, a failed
+# run is retried).
+HOLDS_JOB = frozenset(
+    {FireStage.CLAIMING, FireStage.STARTING, FireStage.RUNNING, FireStage.BACKING_OFF}
+)
 # Stages before any command of the fire could have started: an instant in one of them when
 # the job stops being active here is looked at again by the next catch-up.
 BEFORE_START = frozenset(

@@ -54,10 +54,13 @@ class Fire:
     stage: FireStage
     deadline: float  # overlap = skip: claimed after this, it would start after its successor
     token: int | None = None
-    retry_at: float = NEVER  # LEASING / UNKNOWN / PARKED: when to try again
+    retry_at: float = NEVER  # LEASING / UNKNOWN / PARKED / BACKING_OFF: when to try again
     trigger: str | None = None  # the trigger it runs
     epoch: int = 0  # the job's connection epoch when it was claimed
     started_at: float = NEVER  # when its command started here
+    attempt: int = 1  # its command's attempt (retries: `retries`)
+    last_status: str = ""  # BACKING_OFF: how the last attempt ended
+    retry_by: float = NEVER  # BACKING_OFF, overlap = skip: no attempt starts from then on
 
     def step(self, step: Step) -> None:
         self.stage = next_stage(self.stage, step)
@@ -106,6 +109,11 @@ class JobState:
         # instants skipped `still-running` while only a claim held the job: recorded once
         # it starts (or settles otherwise), caught up if contact is lost first
         self._unrecorded: list[datetime] = []
+        # instants whose claim we withdrew and that have no record of ours since: if the job
+        # leaves this member before its catch-up claims or records them, they are recorded
+        # (a new owner's history read may have seen the claim before it was withdrawn)
+        self._withdrawals: set[datetime] = set()
+        self._active_since = 0.0  # when the job last became active here (planning began)
         self._last_run = NEVER  # how long the job's last command here ran (NEVER: unknown)
         self.wake_at = NEVER
 
@@ -117,6 +125,7 @@ class JobState:
             and not self.fires
             and self.lease is LeaseStage.FREE
             and not self._triggers
+            and not self._withdrawals
             and (not self.owned or self.phase is JobPhase.DELETED)
         )
 
@@ -204,6 +213,7 @@ class JobState:
     ) -> None:
         self._out.append(m.Skip(self.spec.name, instant, reason, detail))
         if record:
+            self._withdrawals.discard(instant)
             self._out.append(m.RecordSkip(self.spec.name, instant, "scheduled", reason))
 
     def _trigger_again(self, fire: Fire) -> None:
@@ -242,6 +252,12 @@ class JobState:
         raise NotImplementedError
 
     def _catch_up_gap(self, now: float) -> None:
+        raise NotImplementedError
+
+    def _attempt_again(self, fire: Fire, now: float) -> None:
+        raise NotImplementedError
+
+    def _give_up_retries(self, why: str) -> None:
         raise NotImplementedError
 
 
