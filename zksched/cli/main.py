@@ -133,6 +133,7 @@ def main() -> None:
 from zksched.cli import audit_cmds as _audit_cmds  # noqa: E402,F401
 from zksched.cli import cluster_cmds as _cluster_cmds  # noqa: E402,F401
 from zksched.cli import config_cmds as _config_cmds  # noqa: E402,F401
+from zksched.cli import history_cmds as _history_cmds  # noqa: E402,F401
 from zksched.cli import jobs_cmds as _jobs_cmds  # noqa: E402,F401
 from zksched.cli import oneoff_cmds as _oneoff_cmds  # noqa: E402,F401
 from zksched.cli import schedule_cmds as _schedule_cmds  # noqa: E402,F401

@@ -7,6 +7,10 @@ states:
     ok | failed | timeout | terminated | error   the command's result
     skipped     due but deliberately not run; `skip_reason` says why
 
+With retries (`retries = N`) a failed run is run again under the same record: `attempt` is
+the attempt running (or the one whose result the record holds), `attempts` the earlier
+attempts' results.
+
 A record left `running` by a member whose ZooKeeper session is gone is shown as
 `abandoned`: its member died after the claim and before it could record a result. Whether
 the command had started is not known (if it had, the member's reaper stopped it with the
@@ -49,6 +53,8 @@ class FireRecord:
     error: str | None = None
     skip_reason: str | None = None
     fencing_token: int | None = None
+    attempt: int | None = None  # retries: the attempt running or that gave the result (>1)
+    attempts: list[dict[str, Any]] | None = None  # retries: the earlier attempts, oldest first
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -82,6 +88,11 @@ class FireRecord:
             wrong.append("session")
         if not isinstance(data.get("extra", {}), dict):
             wrong.append("extra")
+        if "attempt" in data and type(data["attempt"]) is not int:
+            wrong.append("attempt")
+        attempts = data.get("attempts", [])
+        if not (isinstance(attempts, list) and all(isinstance(a, dict) for a in attempts)):
+            wrong.append("attempts")
         if wrong:
             raise ValueError(f"fire record has wrong types for {', '.join(wrong)}")
         return cls(**{k: v for k, v in data.items() if k in known})

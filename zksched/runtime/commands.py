@@ -144,6 +144,7 @@ class FireCommands:
             ZKSCHED_MEMBER_ID=self._settings.member_id,
             ZKSCHED_CLIENT_ID=self._settings.client_id,
             ZKSCHED_FENCING_TOKEN=str(start.token),
+            ZKSCHED_ATTEMPT=str(start.attempt),
         )
         request = RunRequest(
             job=spec.name, fire_key=fire, argv=tuple(spec.command), env=env,
@@ -220,6 +221,7 @@ class FireCommands:
             "status": result.status,
             "exit_code": result.exit_code,
             "fencing_token": start.token,
+            "attempt": start.attempt,
             "scheduled_ts": run.t_due,
             "claimed_ts": run.t_claimed,
             "started_ts": result.started_at,
@@ -228,7 +230,7 @@ class FireCommands:
         }
         log.info(
             "%s %s (exit %s, started %.0f ms after due)",
-            key,
+            key if start.attempt == 1 else f"{key} attempt {start.attempt}",
             result.status,
             result.exit_code,
             (result.started_at - run.t_due) * 1000,

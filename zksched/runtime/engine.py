@@ -5,6 +5,7 @@
     command starts and exits (runner.py) ────────────┘                 │
             timers <── SetTimer   Claim, TakeLease, ... ──> FireIO     │
                                   Start, Terminate ──────> CommandRunner
+                                  RecordAttempt ─────────> AttemptLog, FireIO
                                   Skip, Warn ────────────> SkipLog, log
 
 One thread (`zksched-core`) owns the core: every input is a closure posted to its queue, run
@@ -30,6 +31,7 @@ from zksched.core.fire import model as m
 from zksched.core.fire.member import MemberFireCore
 from zksched.core.firekey import fire_key, parse_utc
 from zksched.core.jobspec import JobSpec
+from zksched.runtime.attempts import AttemptLog
 from zksched.runtime.clock import Clock
 from zksched.runtime.cluster import ClusterMembership, ClusterView
 from zksched.runtime.commands import FireCommands, FireSettings
@@ -89,6 +91,7 @@ class FireEngine:
         self.commands = FireCommands(
             runner, settings, lambda job: self._table.get(job), self._post, self.core.handle
         )
+        self.attempts = AttemptLog()  # retried fires' earlier attempts
         self._table: Mapping[str, JobSpec] = {}
         self._owned: frozenset[str] = frozenset()
         self._owned_dirty = False
@@ -329,18 +332,19 @@ class FireEngine:
                     run = self.commands.runs.get((job, instant))
                     if run is not None:
                         self.commands.terminate(run, why)
-                case m.WriteResult(job, instant):
+                case m.RecordAttempt(job, instant, attempt, status, retry_at):
                     result = self.commands.finals.pop((job, instant), None)
-                    final = None
+                    earlier = self.attempts.failed((job, instant), attempt, result, status,
+                                                   retry_at)
+                    self.io.note_attempt(job, instant, attempt, earlier)
+                    log.info("%s: attempt %d %s; attempt %d in %.1fs",
+                             fire_key(job, instant), attempt, status, attempt + 1,
+                             retry_at - now, extra={"event": "retry", "job": job})
+                case m.WriteResult(job, instant, status, _reason, error):
+                    result = self.commands.finals.pop((job, instant), None)
+                    fields = self.attempts.final((job, instant), result, status, error)
                     claimed = self.io.claimed(job, instant)
-                    if result is not None and claimed is not None:
-                        final = claimed.record.with_changes(
-                            state=result.status,
-                            started_at=_iso(result.started_at),
-                            finished_at=_iso(result.finished_at),
-                            exit_code=result.exit_code,
-                            error=result.error,
-                        )
+                    final = claimed.record.with_changes(**fields) if fields and claimed else None
                     machine = self.core.jobs.get(job)
                     self.io.write_result(action, final, machine is None or not machine.owned)
                 case m.RecordSkip():
@@ -370,8 +374,3 @@ class FireEngine:
                     f"{program!r} is not in this member's allowed_commands; another member runs it",
                 )
 
-
-def _iso(epoch: float) -> str:
-    return (
-        time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(epoch)) + f".{int(epoch * 1000) % 1000:03d}Z"
-    )

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from kazoo.client import KazooClient
 
@@ -257,6 +258,22 @@ class FireIO:
             self.leases.take(job, wait, session)
 
     # -- results and skip records -------------------------------------------------------------
+
+    def note_attempt(
+        self, job: str, instant: datetime, attempt: int, earlier: list[dict[str, Any]]
+    ) -> None:
+        """Note a failed attempt in our record (it stays `running`: the fire is retried).
+        Best effort: the final record lists every attempt again."""
+        claimed = self.claimed(job, instant)
+        if claimed is not None:
+            record = claimed.record.with_changes(attempt=attempt + 1, attempts=earlier)
+            self._submit(self._note_attempt, claimed, record, attempt - 1)
+
+    def _note_attempt(self, claimed: Claimed, record: FireRecord, version: int) -> None:
+        try:
+            self.claims.note_attempt(claimed, record, version)
+        except Exception as exc:
+            log.debug("attempt of %s not noted (%s)", record.fire_key, type(exc).__name__)
 
     def write_result(
         self, action: m.WriteResult, record: FireRecord | None = None, urgent: bool = False

@@ -51,6 +51,12 @@ class DaemonMetrics:
             ["job", "outcome"],
             registry=r,
         )
+        self.retries = Counter(
+            "zksched_fire_retries",
+            "Runs that were a retry of a failed run of the same fire (retries = N), by job.",
+            ["job"],
+            registry=r,
+        )
         self.skips = Counter(
             "zksched_skips", "Due fires not run, by reason.", ["reason"], registry=r
         )
@@ -108,6 +114,9 @@ class DaemonMetrics:
         if isinstance(started, int | float) and isinstance(finished, int | float):
             self.run_duration.observe(max(0.0, finished - started))
         job = str(event.get("job", ""))
+        attempt = event.get("attempt")
+        if isinstance(attempt, int) and attempt > 1:
+            self.retries.labels(job=job).inc()
         self.fires.labels(job=job, outcome=str(event.get("status", "unknown"))).inc()
 
     def on_skip(self, job: str, reason: str, count: int) -> None:

@@ -271,6 +271,16 @@ class FireClaims:
             return False
         return True
 
+    def note_attempt(self, claimed: Claimed, record: FireRecord, version: int) -> bool:
+        """Write a retried fire's record between its attempts, only over the version the
+        previous note left (`version`: 0 after the claim). False: the record changed
+        otherwise (its result written already: a late note never hides it)."""
+        try:
+            wait(self._client.set_async(claimed.path, record.to_json(), version), self._timeout)
+        except (NoNodeError, BadVersionError):
+            return False
+        return True
+
     def complete(self, claimed: Claimed, record: FireRecord) -> None:
         """Write the final record. Unconditional: the run's own result is the truth."""
         wait(self._client.set_async(claimed.path, record.to_json(), -1), self._timeout)

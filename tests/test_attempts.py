@@ -1,0 +1,62 @@
+"""The shell's log of a retried fire's earlier attempts (runtime/attempts.py)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from zksched.runtime.attempts import AttemptLog
+from zksched.runtime.runtypes import RunResult
+
+FIRE = ("job", datetime(2026, 3, 1, tzinfo=UTC))
+T = datetime(2026, 3, 1, tzinfo=UTC).timestamp()
+
+
+def failed(start: float) -> RunResult:
+    return RunResult("failed", 1, T + start, T + start + 0.5, "exit status 1")
+
+
+def test_a_fire_without_retries_adds_nothing_to_its_record() -> None:
+    assert AttemptLog().final(FIRE, RunResult("ok", 0, T, T + 1), "ok", None) == {
+        "state": "ok",
+        "started_at": "2026-03-01T00:00:00.000Z",
+        "finished_at": "2026-03-01T00:00:01.000Z",
+        "exit_code": 0,
+        "error": None,
+    }
+    assert AttemptLog().final(FIRE, None, "skipped", None) == {}
+
+
+def test_the_last_run_is_the_result_and_the_earlier_ones_are_listed() -> None:
+    log = AttemptLog()
+    assert [a["attempt"] for a in log.failed(FIRE, 1, failed(0), "failed", T + 2)] == [1]
+    assert [a["attempt"] for a in log.failed(FIRE, 2, failed(2), "failed", T + 6)] == [1, 2]
+    fields = log.final(FIRE, RunResult("ok", 0, T + 6, T + 7), "ok", None)
+    assert fields["state"] == "ok" and fields["attempt"] == 3
+    assert [(a["attempt"], a["state"], a["retry_at"]) for a in fields["attempts"]] == [
+        (1, "failed", "2026-03-01T00:00:02.000Z"),
+        (2, "failed", "2026-03-01T00:00:06.000Z"),
+    ]
+    assert log.final(FIRE, None, "skipped", None) == {}  # forgotten once written
+
+
+def test_a_fire_that_gave_up_while_waiting_takes_its_last_attempts_result() -> None:
+    log = AttemptLog()
+    log.failed(FIRE, 1, failed(0), "failed", T + 2)
+    log.failed(FIRE, 2, failed(2), "timeout", T + 6)
+    fields = log.final(FIRE, None, "timeout", None)
+    assert fields["state"] == "timeout" and fields["attempt"] == 2
+    assert [a["attempt"] for a in fields["attempts"]] == [1]
+    assert fields["started_at"] == "2026-03-01T00:00:02.000Z"
+
+
+def test_a_retry_that_could_not_start_is_an_error_after_the_failed_attempts() -> None:
+    log = AttemptLog()
+    log.failed(FIRE, 1, failed(0), "failed", T + 2)
+    fields = log.final(FIRE, None, "error", "not started: the daemon is stopping")
+    assert fields == {
+        "state": "error",
+        "error": "not started: the daemon is stopping",
+        "attempt": 2,
+        "attempts": fields["attempts"],
+    }
+    assert [a["attempt"] for a in fields["attempts"]] == [1]
