@@ -7,12 +7,14 @@ the check, the fire key and what was seen; the runner prints it with the seed an
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from zksched.core.firekey import fire_key, jitter_of, parse_utc
 from zksched.core.jobspec import JobSpec
+from zksched.core.retries import RETRYABLE
 from zksched.core.schedule import ScheduleError
 from zksched.sim.ledger import Ledger, Run
 from zksched.sim.records import decode
@@ -66,7 +68,7 @@ def check(ledger: Ledger, zk: ZkModel, expired_at: dict[int, float], limits: Lim
     by_job: dict[str, list[Run]] = defaultdict(list)
     for run in ledger.runs:
         by_job[run.job].append(run)
-    _no_double(verdict, ledger.runs)
+    _no_double(verdict, ledger, ledger.runs)
     for job, runs in by_job.items():
         _each_run(verdict, ledger, job, runs, expired_at, limits)
         _overlap(verdict, ledger, job, runs)
@@ -76,12 +78,37 @@ def check(ledger: Ledger, zk: ZkModel, expired_at: dict[int, float], limits: Lim
     return verdict
 
 
-def _no_double(verdict: Verdict, runs: list[Run]) -> None:
-    seen = Counter((r.job, r.instant) for r in runs)
-    for (job, instant), n in seen.items():
-        if n > 1:
-            who = [r.member for r in runs if (r.job, r.instant) == (job, instant)]
-            verdict.add("twice", job, instant, f"started {n} times, by {who}")
+def _no_double(verdict: Verdict, ledger: Ledger, runs: list[Run]) -> None:
+    """Each fire starts once; a job with retries may run it again, only as the next attempt
+    of the same claim (member, token) after a failed run ended, at most `retries` times."""
+    by_fire: dict[tuple[str, datetime], list[Run]] = defaultdict(list)
+    for run in runs:
+        by_fire[(run.job, run.instant)].append(run)
+    for (job, instant), fire_runs in by_fire.items():
+        if len(fire_runs) == 1 and fire_runs[0].attempt == 1:
+            continue
+        fire_runs.sort(key=lambda r: r.started)
+        first, who = fire_runs[0], [r.member for r in fire_runs]
+        for n, (earlier, later) in enumerate(itertools.pairwise(fire_runs), start=2):
+            retry = (
+                later.member == first.member
+                and later.token == first.token
+                and later.attempt == n
+                and earlier.status in RETRYABLE
+                and earlier.ended is not None
+                and earlier.ended <= later.started
+            )
+            if not retry:
+                verdict.add("twice", job, instant, f"started {len(fire_runs)} times, by {who}")
+                break
+        else:
+            # the job may have changed (or gone) meanwhile: what any table said shortly before
+            specs = _specs_between(ledger, job, first.started, fire_runs[-1].started)
+            retries = max((s.retries for s in specs), default=0)
+            if first.attempt != 1 or len(fire_runs) > retries + 1:
+                verdict.add("retries", job, instant,
+                            f"{len(fire_runs)} attempts (first {first.attempt}), retries "
+                            f"{retries}")
 
 
 def _each_run(
@@ -100,6 +127,12 @@ def _each_run(
         if silence > limits.session_timeout / 2:
             verdict.add("connected", job, run.instant,
                         f"started by {run.member} after {silence:.2f}s without contact")
+        if run.attempt > 1:
+            # a retry carries on its fire's first run (the policies were that run's to obey;
+            # a change the member learns of ends the retries): checked by _no_double, and
+            # against the successor's due time below
+            _no_backlog(verdict, ledger, job, run, limits)
+            continue
         spec = _spec_at(ledger, job, run.started)
         tables = ledger.tables_between(run.started - SLACK, run.started)
         if run.kind != "trigger" and all(
@@ -117,14 +150,21 @@ def _each_run(
                                                              "catchup_window"):
                 verdict.add("catchup", job, run.instant,
                             f"caught up {age:.1f}s late, window {spec.catchup_window}s")
-        if run.kind == "scheduled" and spec.overlap == "skip" and _steady(
-            ledger, job, run.started, "overlap", "schedule", "jitter"
-        ):
-            deadline = _deadline(spec, run.instant)
-            if run.local_started > deadline + limits.start_grace + 0.1:
-                verdict.add("backlog", job, run.instant,
-                            f"started {run.local_started - deadline:.2f}s after its "
-                            "successor was due")
+        _no_backlog(verdict, ledger, job, run, limits)
+
+
+def _no_backlog(verdict: Verdict, ledger: Ledger, job: str, run: Run, limits: Limits) -> None:
+    """overlap = skip: a scheduled instant never starts (nor is retried) after its
+    successor was due."""
+    spec = _spec_at(ledger, job, run.started)
+    if spec is None or run.kind != "scheduled" or spec.overlap != "skip":
+        return
+    if _steady(ledger, job, run.started, "overlap", "schedule", "jitter"):
+        deadline = _deadline(spec, run.instant)
+        if run.local_started > deadline + limits.start_grace + 0.1:
+            verdict.add("backlog", job, run.instant,
+                        f"started {run.local_started - deadline:.2f}s after its "
+                        "successor was due")
 
 
 def _overlap(verdict: Verdict, ledger: Ledger, job: str, runs: list[Run]) -> None:
@@ -154,16 +194,16 @@ def _tokens(verdict: Verdict, job: str, runs: list[Run]) -> None:
     """Fencing tokens are unique: each is the zxid of its own claim, so they grow with the
     order of claims (a hole caught up by a new owner gets a larger token than the newer
     instants its old owner ran: the newer owner's, as fencing needs)."""
-    seen = Counter(r.token for r in runs)
+    seen = Counter(r.token for r in runs if r.attempt == 1)  # a retry keeps its claim's
     for run in runs:
-        if seen[run.token] > 1:
+        if run.attempt == 1 and seen[run.token] > 1:
             verdict.add("tokens", job, run.instant, f"token {run.token} given twice")
 
 
 def _triggers(verdict: Verdict, ledger: Ledger, by_job: dict[str, list[Run]]) -> None:
     takes_of: Counter[str] = Counter(t.job for t in ledger.takes)
     for job, runs in by_job.items():
-        n = sum(1 for r in runs if r.kind == "trigger")
+        n = sum(1 for r in runs if r.kind == "trigger" and r.attempt == 1)
         if n > takes_of[job]:
             verdict.add("trigger", job, None, f"{n} trigger runs for {takes_of[job]} triggers")
     used: set[int] = set()
@@ -275,6 +315,10 @@ def _has_member(ledger: Ledger, spec: JobSpec) -> bool:
     return any(
         all(labels.get(k) == v for k, v in spec.labels.items()) for labels in ledger.labels.values()
     )
+
+
+def _specs_between(ledger: Ledger, job: str, start: float, end: float) -> list[JobSpec]:
+    return [t[job][0] for t in ledger.tables_between(start - SLACK, end) if job in t]
 
 
 def _spec_at(ledger: Ledger, job: str, t: float) -> JobSpec | None:

@@ -41,6 +41,7 @@ class Run:
     local_started: float
     ended: float | None = None
     status: str = ""
+    attempt: int = 1  # > 1: a retry of the same fire (same claim, same token)
 
 
 @dataclass

@@ -79,6 +79,7 @@ class Scenario:
         self._version = 0
         self._jobs = 0
         self.long_jobs: set[str] = set()
+        self.flaky_jobs: set[str] = set()  # jobs whose runs fail often (and that retry)
         zk = self.world.zk
         operator = self._operator()
         for path in ("/members", "/jobs", "/triggers", "/fires", "/locks"):
@@ -108,9 +109,13 @@ class Scenario:
             jitter=rng.choice((0.0, 0.0, 0.0, 0.8, 3.0)),
             labels={"role": "db"} if rng.random() < 0.15 else {},
             history=1000,
+            retries=rng.choice((0, 0, 0, 1, 3)),
+            retry_backoff=rng.choice((0.2, 1.0, 5.0)),
         )
         if rng.random() < 0.3:
             self.long_jobs.add(name)
+        if spec.retries and rng.random() < 0.7:
+            self.flaky_jobs.add(name)
         table[name] = (spec, self.world.t)
 
     def _publish(self, table: Table) -> None:
@@ -119,11 +124,16 @@ class Scenario:
         self.world.zk.set(self._operator(), "/jobs", str(self._version).encode())
         self.world.note("operator", f"job table v{self._version}")
 
-    def duration(self, job: str) -> float:
+    def run_of(self, job: str) -> tuple[float, str]:
+        """How a run of `job` goes: how long it takes, and whether it fails (a third of
+        the flaky jobs' runs, a few of the others')."""
         rng = self.world.rng
         if job in self.long_jobs:
-            return rng.uniform(0.5, 4.0) if rng.random() < 0.8 else rng.uniform(4.0, 20.0)
-        return rng.uniform(0.01, 0.3)
+            seconds = rng.uniform(0.5, 4.0) if rng.random() < 0.8 else rng.uniform(4.0, 20.0)
+        else:
+            seconds = rng.uniform(0.01, 0.3)
+        failing = rng.random() < (0.35 if job in self.flaky_jobs else 0.03)
+        return seconds, "failed" if failing else "ok"
 
     def _boot(self, slot: int) -> None:
         old = self.hosts[slot]
@@ -132,7 +142,7 @@ class Scenario:
         self._pids += 1
         member = SimMember(
             self.world, self.ledger, f"h{slot}-{self._pids}", old.skew, old.labels,
-            SESSION_TIMEOUT, self.config.tunables, self.duration,
+            SESSION_TIMEOUT, self.config.tunables, self.run_of,
         )
         self.hosts[slot] = member
         self.ledger.labels[member.name] = member.labels
@@ -152,7 +162,7 @@ class Scenario:
             labels = {"role": "db"} if slot == 0 or rng.random() < 0.3 else {}
             skew = rng.uniform(-2.0, 2.0) if rng.random() < 0.5 else 0.0
             placeholder = SimMember(self.world, self.ledger, f"h{slot}-0", skew, labels,
-                                    SESSION_TIMEOUT, self.config.tunables, self.duration)
+                                    SESSION_TIMEOUT, self.config.tunables, self.run_of)
             self.hosts.append(placeholder)
             self.world.at(self.world.t + rng.uniform(0.0, 2.0), self._boot, slot)
         if self.config.faults:

@@ -57,9 +57,9 @@ class FireActions(MemberBase):
                 self._resolve(job, instant)
             case m.Withdraw(job, instant):
                 self._withdraw(job, instant)
-            case m.Start(job, instant, kind, token):
+            case m.Start(job, instant, kind, token, attempt):
                 self.world.after(self.world.rng.uniform(0.0005, 0.003), self._start,
-                                 job, instant, kind, token, self.incarnation)
+                                 job, instant, kind, token, attempt, self.incarnation)
             case m.Terminate(job, instant, why):
                 run = self.runs.get((job, instant))
                 if run is not None:

@@ -36,11 +36,11 @@ class MemberBase(ABC):
         labels: dict[str, str],
         session_timeout: float,
         tunables: m.FireTunables,
-        durations: Callable[[str], float],
+        run_of: Callable[[str], tuple[float, str]],
     ) -> None:
         self.world, self.ledger, self.name = world, ledger, name
         self.skew, self.labels, self.timeout = skew, labels, session_timeout
-        self.durations = durations
+        self.run_of = run_of  # how a run of the job goes: (seconds, exit status)
         self.core = MemberFireCore(tunables)
         self.incarnation = 0
         self.alive = False
@@ -104,7 +104,9 @@ class MemberBase(ABC):
         """(lease) Delete the contender nodes left over from a lost connection."""
 
     @abstractmethod
-    def _start(self, job: str, instant: datetime, kind: str, token: int, incarnation: int) -> None:
+    def _start(
+        self, job: str, instant: datetime, kind: str, token: int, attempt: int, incarnation: int
+    ) -> None:
         """(commands) Start the fire's command, if this incarnation still lives."""
 
     @abstractmethod

@@ -1,6 +1,7 @@
 """The simulated commands: a fire's command starts, takes its time, and exits or is killed.
 
-A command takes as long as the scenario's `durations` says. A crash takes its commands with
+A command takes as long as the scenario's `run_of` says, and ends as it says (ok, or failed:
+a job with retries is then run again). A crash takes its commands with
 it (zksched's supervisor does that for real); what each did is written to the `Ledger`.
 """
 
@@ -17,15 +18,18 @@ from zksched.sim.member.base import MemberBase
 class Commands(MemberBase):
     """Starting, ending and killing commands (a part of `SimMember`)."""
 
-    def _start(self, job: str, instant: datetime, kind: str, token: int, incarnation: int) -> None:
+    def _start(
+        self, job: str, instant: datetime, kind: str, token: int, attempt: int, incarnation: int
+    ) -> None:
         if incarnation != self.incarnation or not self.alive:
             return  # killed between its claim and its start: the at-most-once window
         run = Run(job, instant, kind, self.name, self.session or 0, token, self.world.t,
-                  self.now())
+                  self.now(), attempt=attempt)
         self.runs[(job, instant)] = run
         self.ledger.started(run, self)
         self._event(job, m.Started(instant))
-        self.world.after(self.durations(job), self._exit, run, "ok", self.incarnation)
+        seconds, status = self.run_of(job)
+        self.world.after(seconds, self._exit, run, status, self.incarnation)
 
     def _exit(self, run: Run, status: str, incarnation: int) -> None:
         if incarnation != self.incarnation or self.runs.get((run.job, run.instant)) is not run:
