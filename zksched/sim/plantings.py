@@ -110,9 +110,22 @@ def _plans_before_withdrawals(self: JobFireMachine) -> bool:
     return False
 
 
+def _retry_past_successor(self: JobFireMachine, fire: Fire, at: float) -> str | None:
+    """A retry ignores the job: it starts whenever its pause is over (past the instant's
+    successor, beside its next run, after the job moved)."""
+    return None
+
+
+def _retry_after_success(self: JobFireMachine, fire: Fire, status: str, now: float) -> bool:
+    """A run that ended ok is retried too (the job runs the instant again)."""
+    return bool(_ORIGINAL["_retry_later"](self, fire, "failed" if status == "ok" else status, now))
+
+
 _ORIGINAL: dict[str, Callable[..., Any]] = {
     name: getattr(JobFireMachine, name)
-    for name in ("_claim", "_refuse_start", "_claim_answered", "_apply_plan", "_due")
+    for name in (
+        "_claim", "_refuse_start", "_claim_answered", "_apply_plan", "_due", "_retry_later"
+    )
 }
 
 PLANTINGS: dict[str, list[tuple[str, Any]]] = {
@@ -127,6 +140,8 @@ PLANTINGS: dict[str, list[tuple[str, Any]]] = {
     "unknown-taken-as-ours": [("_claim_answered", _unknown_taken_as_ours)],
     "catchup-ignores-window": [("_apply_plan", _catchup_ignores_window)],
     "plans-before-withdrawals": [("_unsettled", _plans_before_withdrawals)],
+    "retry-past-successor": [("_no_retry", _retry_past_successor)],
+    "retry-after-success": [("_retry_later", _retry_after_success)],
 }
 
 
