@@ -10,6 +10,10 @@ does not reach it), and tells it over a pipe which process groups are its comman
     +<pgid>     a command started
     -<pgid>     it ended (reaped)
 
+A command may start (and the daemon die) before its `+<pgid>` is written: so every command
+also carries the reaper's tag in its environment (`ZKSCHED_REAPER_TAG`), and when the pipe
+closes the reaper adds the groups of the processes whose environment holds it.
+
 When the pipe closes, however the daemon ended, the reaper sends SIGTERM and SIGCONT to
 every group still listed, SIGKILL to what is left after `grace` seconds, and exits. The
 daemon's session cannot expire before it times out, so with `grace` well under the
@@ -25,8 +29,11 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 
 log = logging.getLogger(__name__)
+
+TAG_VARIABLE = "ZKSCHED_REAPER_TAG"
 
 
 READ_PAUSE = 0.02  # seconds the reaper lets lines gather between reads (one wake-up for many)
@@ -37,11 +44,12 @@ class Reaper:
         self._process: subprocess.Popen[bytes] | None = None
         self._fd: int | None = None  # the pipe's write end
         self._grace = grace
+        self.tag = uuid.uuid4().hex  # in every command's environment (TAG_VARIABLE)
 
     def start(self) -> None:
         try:
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "zksched.runtime.reaper", f"{self._grace:.3f}"],
+                [sys.executable, "-m", "zksched.runtime.reaper", f"{self._grace:.3f}", self.tag],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -95,7 +103,25 @@ def _signal(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
 
 
-def main(grace: float) -> None:
+def tagged_groups(tag: str) -> set[int]:
+    """The process groups of the processes whose environment carries `tag` (commands that
+    started before the daemon could list them)."""
+    needle = f"{TAG_VARIABLE}={tag}".encode()
+    groups: set[int] = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as environ:
+                if needle in environ.read().split(b"\0"):
+                    groups.add(os.getpgid(int(entry)))
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+    groups.discard(os.getpgrp())
+    return groups
+
+
+def main(grace: float, tag: str = "") -> None:
     """Read the daemon's pipe until it closes, then stop every group still listed."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a ^C at the terminal is the daemon's
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the daemon's pipe alone ends us
@@ -110,6 +136,8 @@ def main(grace: float) -> None:
                 elif line.startswith(b"-"):
                     groups.discard(int(line[1:]))
         time.sleep(READ_PAUSE)  # a burst of starts wakes this process a few times, not once each
+    if tag:
+        groups |= tagged_groups(tag)
     alive = [g for g in groups if _alive(g)]
     for pgid in alive:
         _signal(pgid, signal.SIGTERM)
@@ -123,4 +151,4 @@ def main(grace: float) -> None:
 
 
 if __name__ == "__main__":
-    main(float(sys.argv[1]) if len(sys.argv) > 1 else 1.0)
+    main(float(sys.argv[1]) if len(sys.argv) > 1 else 1.0, sys.argv[2] if len(sys.argv) > 2 else "")

@@ -46,7 +46,7 @@ from collections.abc import Callable, Mapping
 
 from zksched.runtime.monitor import _close_popen_pipes, _kill_and_reap, _Monitor
 from zksched.runtime.outputlog import MAX_LINE_BYTES
-from zksched.runtime.reaper import Reaper
+from zksched.runtime.reaper import TAG_VARIABLE, Reaper
 from zksched.runtime.runhandle import RunningCommand
 from zksched.runtime.runtypes import RunRequest, RunResult, RunStatus
 from zksched.runtime.supervisor import _Supervisor
@@ -170,6 +170,8 @@ class CommandRunner:
             return RunningCommand._failed(request, started_at, problem, on_done, on_exit)
         cwd = "/" if request.cwd is None else request.cwd
         env = {**self.base_env, **request.env}
+        if self.reaper is not None:  # found by it even if the daemon dies before `watch`
+            env[TAG_VARIABLE] = self.reaper.tag
         path = env.get("PATH")
         program = None if programs is None or path is None else programs.find(request.argv[0], path)
         try:
