@@ -300,7 +300,7 @@ def test_bad_input_changes_nothing_and_corrupt_record_disables_one_job(
         'timeout = "5 weeks"\n',
         "bad policy": '[jobs.x]\nschedule = "* * * * *"\ncommand = ["true"]\noverlap = "maybe"\n',
         "bad name": '[jobs."../etc"]\nschedule = "* * * * *"\ncommand = ["true"]\n',
-        "unknown key": '[jobs.x]\nschedule = "* * * * *"\ncommand = ["true"]\nretries = 3\n',
+        "unknown key": '[jobs.x]\nschedule = "* * * * *"\ncommand = ["true"]\nretrys = 3\n',
         "missing command": '[jobs.x]\nschedule = "* * * * *"\n',
         "toml syntax": '[jobs.x]\nschedule = "* * * * *\n',
     }
