@@ -10,7 +10,9 @@ from pathlib import Path
 from zksched.core.firekey import parse_fire_key
 
 
-def recording_job(name: str, out: Path, schedule: str = "* * * * * *", **keys: object) -> str:
+def recording_job(
+    name: str, out: Path, schedule: str = "* * * * * *", program: str = "sh", **keys: object
+) -> str:
     """TOML for a job whose command appends `<fire key> <member> <token> <start ts>` to `out`.
 
     Lines are short and written with O_APPEND by one `echo`, so concurrent writers never
@@ -21,7 +23,8 @@ def recording_job(name: str, out: Path, schedule: str = "* * * * * *", **keys: o
         'echo "$ZKSCHED_FIRE_KEY $ZKSCHED_MEMBER_ID $ZKSCHED_FENCING_TOKEN $(date +%s.%N)"'
         f" >> {out}"
     )
-    lines = [f"[jobs.{name}]", f'schedule = "{schedule}"', f"command = ['sh', '-c', '{script}']"]
+    command = f"command = ['{program}', '-c', '{script}']"
+    lines = [f"[jobs.{name}]", f'schedule = "{schedule}"', command]
     for key, value in keys.items():
         if isinstance(value, bool):
             lines.append(f"{key} = {'true' if value else 'false'}")

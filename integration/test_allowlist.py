@@ -37,7 +37,9 @@ def test_a_refused_job_moves_to_a_member_that_allows_it(
     daemons: Start, zk: str, client_id: str, tmp_path: Path
 ) -> None:
     strict = daemons(extra_args=["--member-id", STRICT, "--allow-command", "/usr/local/bin/*"])
-    lenient = daemons(extra_args=["--member-id", LENIENT, "--allow-command", "sh"])
+    lenient = daemons(
+        extra_args=["--member-id", LENIENT, "--allow-command", "/bin/sh"]
+    )
     wait_until(
         lambda: all(set(d.last_members() or ()) == {STRICT, LENIENT} for d in (strict, lenient)),
         20,
@@ -48,7 +50,7 @@ def test_a_refused_job_moves_to_a_member_that_allows_it(
     name = job_owned_by(STRICT, [LENIENT])
     out = tmp_path / "fires.log"
     jobfile = tmp_path / "jobs.toml"
-    jobfile.write_text(recording_job(name, out))
+    jobfile.write_text(recording_job(name, out, program="/bin/sh"))
     done = run_cli(zk, client_id, "jobs", "apply", str(jobfile))
     assert done.returncode == 0, done.stderr
 
@@ -64,13 +66,13 @@ def test_a_refused_job_moves_to_a_member_that_allows_it(
         10,
         what="the strict member reports the refusal",
     )
-    assert "'sh' is not in this member's allowed_commands" in skips[0]["detail"]
+    assert "'/bin/sh' is not in this member's allowed_commands" in skips[0]["detail"]
     assert not [e for e in strict.events("fire") if e["job"] == name]
     assert jobs_list(zk, client_id)[name]["owner"] == LENIENT
 
     members = run_cli(zk, client_id, "members", "--json")
     advertised = {m["member_id"]: m["allowed_commands"] for m in json.loads(members.stdout)}
-    assert advertised == {STRICT: ["/usr/local/bin/*"], LENIENT: ["sh"]}
+    assert advertised == {STRICT: ["/usr/local/bin/*"], LENIENT: ["/bin/sh"]}
 
     # With the lenient member gone, no live member may run it: the job waits, visibly.
     lenient.terminate()
@@ -87,3 +89,52 @@ def test_a_refused_job_moves_to_a_member_that_allows_it(
     time.sleep(2.5)
     assert not [e for e in strict.events("fire") if e["job"] == name]
     assert len(log.fire_keys()) == fired
+
+
+def test_the_allow_list_cannot_be_bypassed_through_the_job(
+    daemons: Start, zk: str, client_id: str, tmp_path: Path
+) -> None:
+    """Issue 19: an allowed program run with LD_PRELOAD from the job's env, a PATH the job
+    sets, a relative argv[0] resolved against its workdir: no member with an allow-list runs
+    them (the owner table leaves it out, and the member checks again at the start), and a
+    pattern that is not an absolute path is refused before anything starts."""
+    strict = daemons(extra_args=["--member-id", STRICT, "--allow-command", "/usr/bin/*",
+                                 "--allow-command", "/bin/*"])
+    wait_until(lambda: strict.last_members(), 20, what="joined")
+    out = tmp_path / "fires.log"
+    (tmp_path / "bin").mkdir()
+    evil = tmp_path / "bin" / "evil"
+    evil.write_text(f"#!/bin/sh\necho ran >> {out}\n")
+    evil.chmod(0o755)
+    jobs = (
+        '[jobs.preload]\nschedule = "* * * * * *"\ncommand = ["/usr/bin/true"]\n'
+        'env = { LD_PRELOAD = "/tmp/evil.so" }\n'
+        '[jobs.own-path]\nschedule = "* * * * * *"\ncommand = ["/bin/sh", "-c", "evil"]\n'
+        f'env = {{ PATH = "{tmp_path}/bin" }}\n'
+        '[jobs.bare]\nschedule = "* * * * * *"\ncommand = ["evil"]\n'
+        '[jobs.relative]\nschedule = "* * * * * *"\ncommand = ["bin/evil"]\n'
+        f'workdir = "{tmp_path}"\n'
+        f'[jobs.allowed]\nschedule = "* * * * * *"\n'
+        f'command = ["/bin/sh", "-c", "echo ok >> {out}"]\n'
+    )
+    (tmp_path / "jobs.toml").write_text(jobs)
+    done = run_cli(zk, client_id, "jobs", "apply", str(tmp_path / "jobs.toml"))
+    assert done.returncode == 0, done.stderr
+    wait_until(lambda: out.exists() and "ok" in out.read_text(), 20, what="the allowed job ran")
+    time.sleep(2.0)
+    assert "ran" not in out.read_text()
+    listed = jobs_list(zk, client_id)
+    for name in ("preload", "own-path", "bare", "relative"):
+        assert listed[name]["owner"] is None, listed[name]
+        assert listed[name]["owner_note"] == "no member allows this command"
+        assert not [e for e in strict.events("fire") if e["job"] == name]
+    assert listed["allowed"]["owner"] == STRICT
+
+    for pattern in ("sh", "bin/*"):
+        refused = run_cli(zk, client_id, "run", "--allow-command", pattern)
+        assert refused.returncode == 2, refused.stderr
+        assert "is not an absolute path" in refused.stderr
+    config = tmp_path / "zksched.toml"
+    config.write_text('[run]\nallowed_commands = ["/usr/bin/*", "true"]\n')
+    checked = run_cli(zk, client_id, "config", "check", str(config))
+    assert checked.returncode == 2 and "pattern #2" in checked.stderr + checked.stdout

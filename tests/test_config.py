@@ -114,6 +114,10 @@ def test_dashed_keys_are_accepted_like_the_flags() -> None:
         ('[run]\nallowed_commands = "/bin/*"', r"run.allowed_commands: must be an array"),
         ('[run]\nallowed_commands = ["/a", ""]', r"run.allowed_commands: pattern #2 is empty"),
         ("[run]\nallowed_commands = [1]", r"run.allowed_commands: pattern #1 must be a string"),
+        (
+            '[run]\nallowed_commands = ["/a/*", "sh"]',
+            r"run.allowed_commands: pattern #2: 'sh' is not an absolute path",
+        ),
         ('[run]\nlabels = ["role=db"]', r"z.toml:2: run.labels: must be a table"),
         ('[run]\nlabels = { "a/b" = "x" }', r"run.labels: label key 'a/b' is not allowed"),
         ("[run]\nlabels = { role = 1 }", r"run.labels: label 'role' must be a string"),

@@ -25,6 +25,7 @@ from zksched.core.owners import (
     MemberRecordError,
     OwnerTable,
     command_allowed,
+    command_refusal,
     member_from_record,
     sequence_of,
     weight,
@@ -489,7 +490,11 @@ def test_records_round_trip(member_id: str, host: str, pid: int, labels: dict[st
         (["/usr/local/bin/*"], "/usr/local/bin/../../../bin/sh", False),  # not normal form
         (["/usr/local/bin/*"], "/usr/local/bin//x", False),
         (["/usr/local/bin/*"], "/usr/local/bin/./x", False),
-        (["backup-*"], "backup-db", True),  # a bare name as the job wrote it
+        # a bare name would depend on a PATH (each host's own), a relative one on the workdir
+        (["/usr/local/bin/*"], "backup-db", False),
+        (["backup-*"], "backup-db", False),
+        (["*"], "bin/run", False),
+        (["*"], "./run", False),
         (["/opt/a/*", "/opt/b/run"], "/opt/b/run", True),
         (["/opt/a/*", "/opt/b/run"], "", False),
         (["*"], "/anything/at/all", True),
@@ -497,6 +502,29 @@ def test_records_round_trip(member_id: str, host: str, pid: int, labels: dict[st
 )
 def test_command_allowed(patterns: list[str] | None, program: str, allowed: bool) -> None:
     assert command_allowed(patterns, program) is allowed
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["LD_PRELOAD", "ld_library_path", "PATH", "PYTHONPATH", "PYTHONSTARTUP", "PERL5OPT",
+     "RUBYOPT", "NODE_OPTIONS", "BASH_ENV", "ENV", "BASH_FUNC_ls%%", "DYLD_INSERT_LIBRARIES",
+     "GCONV_PATH", "JAVA_TOOL_OPTIONS"],
+)
+def test_a_job_setting_a_loader_variable_is_refused_by_an_allow_list(name: str) -> None:
+    """Issue 19: an allowed program run with LD_PRELOAD (or a PATH, PYTHONPATH, ... of the
+    job's) runs code the allow-list never admitted."""
+    why = command_refusal(["/usr/bin/*"], "/usr/bin/true", [name, "HOME"])
+    assert why is not None and name in why
+    assert command_allowed(None, "/usr/bin/true", [name])  # no allow-list: not the member's call
+    assert command_allowed(["/usr/bin/*"], "/usr/bin/true", ["HOME", "BACKUP_LEVEL"])
+
+
+def test_the_owner_table_leaves_out_members_whose_allow_list_refuses_the_jobs_env() -> None:
+    strict = Member("strict", allowed_commands=("/usr/bin/*",))
+    table = OwnerTable([strict, Member("open")])
+    assert table.owner("job", {}, "/usr/bin/true") in {"strict", "open"}
+    assert table.owner("job", {}, "/usr/bin/true", ["LD_PRELOAD"]) == "open"
+    assert OwnerTable([strict]).owner("job", {}, "/usr/bin/true", ["PATH"]) is None
 
 
 def test_a_member_whose_allow_list_refuses_the_command_is_not_eligible() -> None:

@@ -55,7 +55,7 @@ def read_cluster(ctx: CliContext) -> tuple[list[JobHistory], set[int]]:
         entry = parse_stored(job)
         eligible = (
             entry.spec is not None
-            and table.owner(name, entry.spec.labels, entry.spec.command[0]) is not None
+            and table.job_owner(name, entry.spec) is not None
         )
         histories.append(
             JobHistory(

@@ -15,6 +15,7 @@ from zksched.cli.context import CliContext
 from zksched.cli.errors import CliFailure, invalid
 from zksched.cli.main import cli
 from zksched.cli.output import echo_json, echo_table
+from zksched.core.config import pattern_problem
 from zksched.core.jobtable import parse_stored
 from zksched.core.names import name_problem, parse_label
 from zksched.core.owners import OwnerTable
@@ -113,6 +114,9 @@ def run(
     for pattern in allowed_commands:
         if not pattern.strip() or any(ord(c) < 32 for c in pattern):
             raise invalid(f"--allow-command: {pattern!r} is not a usable pattern")
+        problem = pattern_problem(pattern)
+        if problem is not None:
+            raise invalid(f"--allow-command: {problem}")
     member_id = member_id or default_member_id()
     problem = name_problem(member_id, "member id")
     if problem:
@@ -252,9 +256,11 @@ def owners(ctx: CliContext, jobs: tuple[str, ...], as_json: bool) -> None:
     for name in names:
         entry = entries.get(name)
         spec = entry.spec if entry is not None else None
-        labels = spec.labels if spec is not None else {}
-        program = spec.command[0] if spec is not None else None
-        owner = table.owner(name, labels, program) if entry is None or spec is not None else None
+        owner = None
+        if spec is not None:
+            owner = table.job_owner(name, spec)
+        elif entry is None:
+            owner = table.owner(name)
         rows.append({"name": name, "owner": owner, "in_table": entry is not None})
     if as_json:
         echo_json(rows)

@@ -62,7 +62,7 @@ class Cluster:
     def owner(self, entry: JobEntry) -> str | None:
         if entry.spec is None:
             return None
-        return self.table.owner(entry.name, entry.spec.labels, entry.spec.command[0])
+        return self.table.job_owner(entry.name, entry.spec)
 
     def owner_note(self, entry: JobEntry) -> str | None:
         """Why no live member may run the job, when none may."""

@@ -214,8 +214,23 @@ def _patterns(value: object) -> list[str]:
             raise _Bad(f"pattern #{index + 1} is longer than {MAX_PATTERN_LENGTH} characters")
         if any(unicodedata.category(c) == "Cc" for c in pattern):
             raise _Bad(f"pattern #{index + 1} contains control characters")
+        problem = pattern_problem(pattern)
+        if problem is not None:
+            raise _Bad(f"pattern #{index + 1}: {problem}")
         result.append(pattern)
     return result
+
+
+def pattern_problem(pattern: str) -> str | None:
+    """Why an allow-list pattern is refused: it must be an absolute path (a bare name would
+    match whatever a PATH finds first, a relative one whatever a job's workdir holds)."""
+    if not pattern.startswith("/"):
+        hint = f"/usr/bin/{pattern}" if "/" not in pattern else "/usr/local/bin/*"
+        return (
+            f"{pattern!r} is not an absolute path: patterns match the program's full path "
+            f"(e.g. {hint!r})"
+        )
+    return None
 
 
 _Check = Callable[[object], Any]

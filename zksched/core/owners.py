@@ -28,7 +28,10 @@ from typing import Any
 
 import mmh3
 
+from zksched.core.jobspec import JobSpec
+
 _EMPTY: Mapping[str, str] = MappingProxyType({})
+_OwnerKey = tuple[str, frozenset[tuple[str, str]], str | None, frozenset[str]]
 
 
 @lru_cache(maxsize=256)
@@ -36,18 +39,55 @@ def _allow_list_regex(patterns: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns))
 
 
-def command_allowed(patterns: Sequence[str] | None, program: str) -> bool:
-    """Whether an allow-list (fnmatch patterns on argv[0], case-sensitive) admits `program`.
+# Environment variables that change what an allowed program loads or runs: a job may not set
+# them on a member with an allow-list (LD_PRELOAD would run any code inside /usr/bin/true).
+LOADER_PREFIXES = ("LD_", "DYLD_", "PYTHON", "PERL", "RUBY", "BASH_FUNC_", "GCONV_", "NODE_")
+LOADER_VARIABLES = frozenset(
+    {"PATH", "BASH_ENV", "ENV", "IFS", "SHELLOPTS", "BASHOPTS", "PS4", "LOCPATH", "NLSPATH",
+     "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "HOSTALIASES", "TCLLIBPATH"}
+)
 
-    None means no allow-list: everything is allowed. A program path that is not in normal
-    form (`.`/`..` segments, `//`) is never admitted, so that `/usr/bin/../../tmp/x` cannot
-    slip through a pattern such as `/usr/bin/*`.
+
+def loader_variable(name: str) -> bool:
+    return name.upper() in LOADER_VARIABLES or name.upper().startswith(LOADER_PREFIXES)
+
+
+def command_refusal(
+    patterns: Sequence[str] | None, program: str, env_names: Iterable[str] = ()
+) -> str | None:
+    """Why an allow-list (absolute fnmatch patterns, case-sensitive) refuses a job's command
+    (`program`: its argv[0]; `env_names`: the variables the job sets); None: it admits it.
+
+    None for `patterns` means no allow-list: everything is allowed. With one, the program
+    must be an absolute path in normal form: `/usr/bin/../../tmp/x` cannot slip through
+    `/usr/bin/*`, a relative path would depend on the job's workdir and a bare name on a PATH
+    (which differs between hosts: the owner table must come out the same on every member).
     """
     if patterns is None:
-        return True
-    if not program or posixpath.normpath(program) != program:
-        return False
-    return _allow_list_regex(tuple(patterns)).match(program) is not None
+        return None
+    loaders = sorted(name for name in env_names if loader_variable(name))
+    if loaders:
+        return (
+            f"the job sets {', '.join(loaders)} in its env, which could change what the "
+            "allowed program runs; a member with allowed_commands refuses that"
+        )
+    if not program.startswith("/"):
+        return (
+            f"{program!r} is not an absolute path; with allowed_commands a job names its "
+            "program by its full path (e.g. /usr/bin/...)"
+        )
+    if posixpath.normpath(program) != program:
+        return f"{program!r} is not a normal path"
+    if not _allow_list_regex(tuple(patterns)).match(program):
+        return f"{program!r} is not in this member's allowed_commands"
+    return None
+
+
+def command_allowed(
+    patterns: Sequence[str] | None, program: str, env_names: Iterable[str] = ()
+) -> bool:
+    """Whether an allow-list admits the command (see `command_refusal`)."""
+    return command_refusal(patterns, program, env_names) is None
 
 
 @dataclass(frozen=True)
@@ -72,11 +112,17 @@ class Member:
     def __hash__(self) -> int:
         return hash((self.member_id, self.znode))
 
-    def eligible_for(self, required: Mapping[str, str], program: str | None = None) -> bool:
-        """Labels include `required`, and the allow-list admits `program` (None: not asked)."""
+    def eligible_for(
+        self,
+        required: Mapping[str, str],
+        program: str | None = None,
+        env_names: frozenset[str] = frozenset(),
+    ) -> bool:
+        """Labels include `required`, and the allow-list admits `program` run with a job env
+        that sets `env_names` (None: not asked)."""
         if not all(self.labels.get(key) == value for key, value in required.items()):
             return False
-        return program is None or command_allowed(self.allowed_commands, program)
+        return program is None or command_allowed(self.allowed_commands, program, env_names)
 
     def to_record(self) -> dict[str, Any]:
         return {
@@ -121,7 +167,7 @@ class OwnerTable:
             sorted(newest.values(), key=lambda m: m.member_id)
         )
         self._ids = tuple(m.member_id for m in self._members)
-        self._memo: dict[tuple[str, frozenset[tuple[str, str]], str | None], str | None] = {}
+        self._memo: dict[_OwnerKey, str | None] = {}
         self._any_allow_list = any(m.allowed_commands is not None for m in self._members)
 
     @property
@@ -141,17 +187,27 @@ class OwnerTable:
     def __hash__(self) -> int:
         return hash(self._members)
 
+    def job_owner(self, name: str, spec: JobSpec) -> str | None:
+        """The member that owns job `name` as `spec` describes it (labels, command, env)."""
+        return self.owner(name, spec.labels, spec.command[0], spec.env.keys())
+
     def owner(
-        self, job: str, labels: Mapping[str, str] = _EMPTY, program: str | None = None
+        self,
+        job: str,
+        labels: Mapping[str, str] = _EMPTY,
+        program: str | None = None,
+        env_names: Iterable[str] = (),
     ) -> str | None:
         """The member id that owns `job`, or None when no live member is eligible.
 
-        `program` is the job's argv[0]: members whose allow-list refuses it are not eligible.
+        `program` is the job's argv[0] and `env_names` the variables its env sets: members
+        whose allow-list refuses them are not eligible.
         None leaves allow-lists out (only for asking who would own it by labels alone).
         """
+        env = frozenset(env_names) if program is not None else frozenset()
         if not self._any_allow_list:
-            program = None  # nobody restricts commands: one memo entry per job
-        key = (job, frozenset(labels.items()), program)
+            program, env = None, frozenset()  # nobody restricts commands: one memo entry per job
+        key = (job, frozenset(labels.items()), program, env)
         try:
             return self._memo[key]
         except KeyError:
@@ -159,7 +215,7 @@ class OwnerTable:
         candidates: Sequence[Member] = (
             self._members
             if not labels and program is None
-            else [m for m in self._members if m.eligible_for(labels, program)]
+            else [m for m in self._members if m.eligible_for(labels, program, env)]
         )
         best: str | None = None
         best_weight = -1

@@ -36,6 +36,7 @@ from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState, KeeperState
 
+from zksched.core.jobspec import JobSpec
 from zksched.core.owners import Member, OwnerTable
 from zksched.zk.connection import abandon_connection, ensure_paths
 from zksched.zk.handler import last_reply
@@ -69,9 +70,13 @@ class ClusterView:
             and any(m.znode == self.my_znode for m in self.table.members)
         )
 
-    def owns(self, job: str, labels: Mapping[str, str], program: str | None = None) -> bool:
-        """`program` (the job's argv[0]) takes members' command allow-lists into account."""
-        return self.active and self.table.owner(job, labels, program) == self.member_id
+    def owns(self, job: str, labels: Mapping[str, str]) -> bool:
+        """By labels alone (members' command allow-lists left out)."""
+        return self.active and self.table.owner(job, labels) == self.member_id
+
+    def owns_job(self, job: str, spec: JobSpec) -> bool:
+        """With members' command allow-lists (the job's command and env)."""
+        return self.active and self.table.job_owner(job, spec) == self.member_id
 
     @property
     def digest(self) -> str:

@@ -21,7 +21,7 @@ from typing import Literal
 from zksched.core.fire import model as m
 from zksched.core.firekey import fire_key, jitter_of
 from zksched.core.jobspec import JobSpec
-from zksched.core.owners import command_allowed
+from zksched.core.owners import command_refusal
 from zksched.runtime.fire_tuning import PROGRAM_LOOKUP_TTL, STARTERS, STARTS_SETTLE
 from zksched.runtime.runner import (
     CommandRunner,
@@ -118,8 +118,8 @@ class FireCommands:
             return
         key = fire_key(start.job, start.instant)
         run = _Run(start, spec, start.instant.timestamp() + jitter_of(key, spec.jitter), now)
-        if not command_allowed(self._settings.allowed_commands, spec.command[0]):
-            why = f"{spec.command[0]!r} is not in this member's allowed_commands"
+        why = command_refusal(self._settings.allowed_commands, spec.command[0], spec.env.keys())
+        if why is not None:
             self._post_event(start.job, m.StartFailed(start.instant, why))
             return
         if len(self.runs) >= self._settings.concurrency:

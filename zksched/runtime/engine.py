@@ -140,7 +140,7 @@ class FireEngine:
         session = view.session_id if view.connected else None
 
         def owns(name: str, spec: JobSpec) -> bool:
-            return view.owns(name, spec.labels, spec.command[0])
+            return view.owns_job(name, spec)
 
         def step(now: float) -> list[m.Action]:
             self._owned_dirty = True
@@ -366,7 +366,7 @@ class FireEngine:
             program = spec.command[0]
             if (name, program) in self._refused:
                 continue
-            if not view.owns(name, spec.labels, program) and view.owns(name, spec.labels):
+            if not view.owns_job(name, spec) and view.owns(name, spec.labels):
                 self._refused.add((name, program))
                 self._skips.skip(
                     name,

@@ -111,7 +111,7 @@ def job_rows(
                 schedule=spec.schedule,
                 timezone=spec.timezone,
                 paused=spec.paused,
-                owner=table.owner(name, spec.labels, spec.command[0]),
+                owner=table.job_owner(name, spec),
                 next_fire=next_fire,
                 last=tuple(last.get(name, ())),
                 labels=spec.labels,
