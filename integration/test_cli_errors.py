@@ -55,3 +55,21 @@ def test_bad_session_timeout_exits_2(zk: str) -> None:
     result = run_cli(zk, "c1", "run", "--session-timeout", "0.1")
     assert result.returncode == 2
     assert_one_line(result.stderr)
+
+
+def test_every_command_that_names_a_missing_job_exits_2(zk: str, client_id: str) -> None:
+    """Issue 19: alike for alike. `jobs history` printed "no fire records" and `owners NAME`
+    an owner for a job that is not in the table, both exit 0."""
+    for args in [
+        ("jobs", "show", "ghost"),
+        ("jobs", "history", "ghost"),
+        ("jobs", "pause", "ghost"),
+        ("jobs", "resume", "ghost"),
+        ("jobs", "trigger", "ghost"),
+        ("jobs", "delete", "ghost"),
+        ("owners", "ghost"),
+    ]:
+        result = run_cli(zk, client_id, *args)
+        assert result.returncode == 2, (args, result.stdout, result.stderr)
+        assert_one_line(result.stderr)
+        assert "ghost" in result.stderr, (args, result.stderr)

@@ -12,7 +12,7 @@ from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from zksched.cli.context import CliContext
-from zksched.cli.errors import CliFailure, invalid
+from zksched.cli.errors import EXIT_INVALID, CliFailure, invalid
 from zksched.cli.main import cli
 from zksched.cli.output import echo_json, echo_table
 from zksched.core.config import pattern_problem
@@ -250,18 +250,17 @@ def owners(ctx: CliContext, jobs: tuple[str, ...], as_json: bool) -> None:
         except (KazooException, KazooTimeoutError, ConcurrentChange, CorruptTable) as exc:
             raise CliFailure(f"reading the job table failed: {exc}") from None
     entries = {name: parse_stored(job) for name, job in stored.items()}
+    missing = [name for name in jobs if name not in entries]
+    if missing:
+        raise CliFailure(
+            f"no job named {', '.join(map(repr, missing))} in cluster", EXIT_INVALID
+        )
     table = OwnerTable(snapshot.members)
-    names = list(jobs) or sorted(entries)
     rows = []
-    for name in names:
-        entry = entries.get(name)
-        spec = entry.spec if entry is not None else None
-        owner = None
-        if spec is not None:
-            owner = table.job_owner(name, spec)
-        elif entry is None:
-            owner = table.owner(name)
-        rows.append({"name": name, "owner": owner, "in_table": entry is not None})
+    for name in list(jobs) or sorted(entries):
+        spec = entries[name].spec
+        owner = table.job_owner(name, spec) if spec is not None else None
+        rows.append({"name": name, "owner": owner})
     if as_json:
         echo_json(rows)
         return
