@@ -24,8 +24,12 @@ import json
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
+from zksched.core.znodedata import load_object
+
 FireState = Literal["running", "ok", "failed", "timeout", "terminated", "error", "skipped"]
 FINAL_STATES = frozenset({"ok", "failed", "timeout", "terminated", "error", "skipped"})
+
+MAX_RECORD_BYTES = 256 * 1024  # a record is well under 1 KiB (its attempts: a few more)
 
 SKIP_REASONS = (
     "not-connected",
@@ -73,9 +77,7 @@ class FireRecord:
     @classmethod
     def from_json(cls, raw: bytes) -> FireRecord:
         """Parse a stored record; ValueError when it is not one."""
-        data = json.loads(raw.decode("utf-8"))
-        if not isinstance(data, dict):
-            raise ValueError("fire record is not a JSON object")
+        data = load_object(raw, "fire record", MAX_RECORD_BYTES)
         known = {f for f in cls.__dataclass_fields__}
         required = ("job", "scheduled", "member_id", "session", "nonce", "state", "claimed_at")
         missing = [k for k in required if k not in data]

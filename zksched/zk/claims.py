@@ -27,6 +27,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
 
 from zksched.core.fires import FireRecord
+from zksched.core.znodedata import load_object
 from zksched.zk.connection import wait
 from zksched.zk.paths import ClusterPaths
 
@@ -404,7 +405,7 @@ def _horizon(raw: bytes) -> str | None:
     if not raw:
         return None
     try:
-        value = json.loads(raw).get("pruned_through")
-    except (ValueError, AttributeError, UnicodeDecodeError):
+        value = load_object(raw, "pruning horizon").get("pruned_through")
+    except ValueError:
         return UNREADABLE_HORIZON
     return value if isinstance(value, str) else UNREADABLE_HORIZON

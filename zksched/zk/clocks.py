@@ -18,6 +18,7 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
+from zksched.core.znodedata import ZnodeDataError, load_json
 from zksched.zk.connection import wait
 from zksched.zk.paths import ClusterPaths
 
@@ -40,8 +41,8 @@ class ClockReading:
     def from_json(cls, raw: bytes) -> ClockReading | None:
         """The reading, or None when the node holds anything else (never raises)."""
         try:
-            data = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError, RecursionError):
+            data = load_json(raw, "clock reading", 64 * 1024)
+        except ZnodeDataError:
             return None
         if not isinstance(data, dict):
             return None

@@ -28,6 +28,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from zksched.core.jobtable import StoredJob
+from zksched.core.znodedata import ZnodeDataError, load_json, load_object
 from zksched.zk.connection import wait
 from zksched.zk.paths import ClusterPaths
 
@@ -72,9 +73,9 @@ def blob_id(content: bytes) -> str:
 def decode_bucket(raw: bytes) -> tuple[dict[str, StoredJob], str | None]:
     """The jobs of a bucket, and an error if the bucket as a whole cannot be read."""
     try:
-        data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        return {}, f"job bucket is not JSON: {exc}"
+        data = load_json(raw, "job bucket")
+    except ZnodeDataError as exc:
+        return {}, str(exc)
     if not isinstance(data, dict) or not isinstance(data.get("jobs"), dict):
         return {}, "job bucket has no jobs table"
     jobs: dict[str, StoredJob] = {}
@@ -133,10 +134,10 @@ class JobStore:
         if not raw:
             return TableRoot(0, (), stat.version, stat.mzxid)
         try:
-            data = json.loads(raw.decode("utf-8"))
+            data = load_object(raw, "job table root")
             buckets = tuple(str(b) for b in data["buckets"])
             generation = int(data["generation"])
-        except (UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError) as exc:
             raise CorruptTable(f"job table root {self._paths.jobs} is unreadable: {exc}") from exc
         return TableRoot(generation, buckets, stat.version, stat.mzxid)
 

@@ -20,8 +20,11 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from zksched.core.owners import Member, MemberRecordError, member_from_record, sequence_of
+from zksched.core.znodedata import load_json
 from zksched.zk.connection import wait
 from zksched.zk.paths import ClusterPaths
+
+MAX_MEMBER_BYTES = 64 * 1024  # a member record is a few hundred bytes (its allow-list: more)
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +89,13 @@ class MemberReader:
     @staticmethod
     def _decode(znode: str, data: bytes, owner: int) -> tuple[Member | None, int, str]:
         try:
-            return member_from_record(znode, json.loads(data.decode("utf-8"))), owner, ""
-        except (UnicodeDecodeError, ValueError, MemberRecordError) as exc:
+            if owner == 0:
+                # every member's node is ephemeral, owned by its live session: a persistent
+                # one (made by hand or by a tool) would be given jobs that never run
+                raise MemberRecordError("it is not ephemeral, so no live member made it")
+            record = load_json(data, f"member znode {znode}", MAX_MEMBER_BYTES)
+            return member_from_record(znode, record), owner, ""
+        except (ValueError, MemberRecordError) as exc:
             log.error("ignoring member znode %s: %s", znode, exc)
             return None, owner, str(exc)
 

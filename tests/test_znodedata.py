@@ -1,0 +1,66 @@
+"""The decoding boundary for znode values: anything ZooKeeper holds is refused with a reason,
+never with another exception, whatever its size, nesting or bytes (issue 19)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from zksched.core.fires import FireRecord
+from zksched.core.owners import MemberRecordError, member_from_record
+from zksched.core.znodedata import ZnodeDataError, load_json, load_object
+from zksched.zk.clocks import ClockReading
+from zksched.zk.jobstore import decode_bucket
+
+HOSTILE = [
+    (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+    (b'{"a":' * 30_000 + b"1" + b"}" * 30_000, "nested too deeply"),
+    (b"9" * 5000, "not JSON"),
+    (b'{"session": NaN}', "not JSON"),
+    (b'{"session": Infinity}', "not JSON"),
+    (b"\xff\xfe", "not UTF-8"),
+    (b"", "not JSON"),
+    (b"x" * 2_000_000, "bytes; the limit"),
+]
+
+
+@pytest.mark.parametrize(("raw", "why"), HOSTILE)
+def test_each_class_of_hostile_value_is_refused_with_its_reason(raw: bytes, why: str) -> None:
+    with pytest.raises(ZnodeDataError, match=why):
+        load_json(raw, "a znode")
+
+
+@pytest.mark.parametrize(("raw", "why"), HOSTILE)
+def test_every_reader_refuses_them_as_its_own_record_only(raw: bytes, why: str) -> None:
+    with pytest.raises(ValueError):
+        FireRecord.from_json(raw)
+    jobs, error = decode_bucket(raw)
+    assert jobs == {} and error
+    assert ClockReading.from_json(raw) is None
+
+
+def test_a_value_of_the_wrong_shape_is_refused_by_load_object() -> None:
+    with pytest.raises(ZnodeDataError, match="not a JSON object"):
+        load_object(b"[1, 2]", "a fire record")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=300) | st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=10),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner),
+    max_leaves=20,
+).map(lambda v: json.dumps(v).encode()))
+def test_any_bytes_give_a_value_or_a_reason_never_another_exception(raw: bytes) -> None:
+    try:
+        value = load_json(raw, "a znode")
+    except ZnodeDataError:
+        return
+    with contextlib.suppress(MemberRecordError):
+        member_from_record("m.0000000001", value)
+    with contextlib.suppress(ValueError):
+        FireRecord.from_json(raw)
+    decode_bucket(raw)

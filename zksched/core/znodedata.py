@@ -1,0 +1,51 @@
+"""Decoding what a znode holds: the one boundary every JSON value read from ZooKeeper passes.
+
+Anything in ZooKeeper may be hostile or broken (written by hand, by another version, by a
+tool, or random bytes): it is refused here, with a reason an operator can act on, before any
+reader trusts its shape. The cost is bounded by the value's own size: a size limit before
+parsing, nesting beyond the parser's recursion refused (100,000 nested arrays once stopped
+every daemon's membership refresh), numbers that are not finite (NaN, Infinity) and
+integers too long to convert refused. Readers then check types and ranges of the fields
+they use; a failure damages that record only (one job disabled, one member ignored, one fire
+record reported).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+MAX_ZNODE_BYTES = 1 << 20  # ZooKeeper's own default jute.maxbuffer
+
+
+class ZnodeDataError(ValueError):
+    """A znode's value is not what it must be; the message says what and why."""
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number here")
+
+
+def load_json(raw: bytes, what: str, limit: int = MAX_ZNODE_BYTES) -> Any:
+    """The JSON value in `raw` (the data of `what`, e.g. "member znode m-1.0000000003"), or
+    ZnodeDataError saying why it is not one."""
+    if len(raw) > limit:
+        raise ZnodeDataError(f"{what} is {len(raw)} bytes; the limit is {limit}")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ZnodeDataError(f"{what} is not UTF-8 text") from None
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        raise ZnodeDataError(f"{what} is nested too deeply to be a record") from None
+    except ValueError as exc:  # also integers too long to convert
+        raise ZnodeDataError(f"{what} is not JSON: {str(exc)[:200]}") from None
+
+
+def load_object(raw: bytes, what: str, limit: int = MAX_ZNODE_BYTES) -> dict[str, Any]:
+    """As `load_json`, for a value that must be a JSON object."""
+    value = load_json(raw, what, limit)
+    if not isinstance(value, dict):
+        raise ZnodeDataError(f"{what} is not a JSON object")
+    return value
