@@ -51,9 +51,25 @@ JOB_LIKE = st.fixed_dictionaries(
 MEMBER_LIKE = st.fixed_dictionaries(
     {"member_id": JSON, "host": JSON, "pid": JSON, "labels": JSON, "started_at": JSON}
 )
+# Values of each class that once got past a first check somewhere (issue 19): nesting past
+# the parser's recursion, numbers that do not fit or are not finite, overlong text, control
+# characters, ids that are not ids.
+HOSTILE = st.sampled_from(
+    [
+        b"[" * 100_000 + b"]" * 100_000,
+        b'{"a":' * 30_000 + b"1" + b"}" * 30_000,
+        b"9" * 5000,
+        b'{"member_id": "m", "pid": 1e400, "session": NaN}',
+        b'{"member_id": "evil\u001b[2J", "host": "\u0007\u001b]0;pwned\u0007"}',
+        b'{"member_id": "../../etc", "host": "h", "pid": -1}',
+        json.dumps({"member_id": "m", "host": "x" * 100_000}).encode(),
+        b"\xff\xfe\x00garbage",
+    ]
+)
 PAYLOAD = st.one_of(
     st.binary(max_size=200),
     JSON.map(lambda v: json.dumps(v).encode()),
+    HOSTILE,
 )
 
 
@@ -167,3 +183,48 @@ def test_hostile_records_never_stop_the_daemon_or_the_commands(
     report = json.loads(run_cli(zk, client_id, "audit", "--json").stdout)
     assert report["clean"] is False  # garbage records are reported, not ignored
     assert daemon.alive
+
+
+def test_a_hostile_member_node_is_ignored_and_failover_still_works(
+    daemons: Start, zk: str, client_id: str, tmp_path: Path, kazoo: KazooClient
+) -> None:
+    """Issue 19: a member znode of 100,000 nested arrays made every daemon's membership
+    refresh fail forever (nobody took a stopped member's jobs); a persistent node under
+    `members/` was taken for a member and given jobs that never ran; ids and hosts with
+    control characters reached the terminal raw. Now each is ignored (logged), the
+    members that are members keep the table, and a stopped member's jobs move."""
+    paths = ClusterPaths(client_id)
+    first, second = daemons(), daemons()
+    wait_until(lambda: all(len(d.last_members() or ()) == 2 for d in (first, second)), 20,
+               what="both members see each other")
+    kazoo.create(paths.member("deep.0000009001"), b"[" * 100_000 + b"]" * 100_000, ephemeral=True)
+    fake = {"member_id": "ghost", "host": "h", "pid": 1, "labels": {}, "started_at": ""}
+    kazoo.create(paths.member("ghost.0000009002"), json.dumps(fake).encode())  # persistent
+    loud = {**fake, "member_id": "loud", "host": "\u001b[2J\u0007pwned"}
+    kazoo.create(paths.member("loud.0000009003"), json.dumps(loud).encode(), ephemeral=True)
+
+    out = tmp_path / "fires.log"
+    jobs = "".join(recording_job(f"job-{i}", out) for i in range(8))
+    (tmp_path / "jobs.toml").write_text(jobs)
+    assert run_cli(zk, client_id, "jobs", "apply", str(tmp_path / "jobs.toml")).returncode == 0
+    log = FireLog(out)
+    log.wait_for(lambda: {f"job-{i}" for i in range(8)} <= set(log.by_job()), 20)
+    members = json.loads(run_cli(zk, client_id, "members", "--json").stdout)
+    assert {m["member_id"] for m in members} == {first.member_id, second.member_id}
+    shown = run_cli(zk, client_id, "members")
+    assert "\x1b" not in shown.stdout + shown.stderr and "\x07" not in shown.stdout + shown.stderr
+    for args in (("status",), ("owners",), ("jobs", "list"), ("audit",)):
+        no_traceback(run_cli(zk, client_id, *args))
+
+    first.terminate()  # its jobs move to the member that is left
+    moved = time.time()
+    wait_until(lambda: set(second.last_members() or ()) == {second.member_id}, 10,
+               what="the table shrank")
+    time.sleep(2.5)
+    ran_after = {
+        key.split("@")[0]
+        for key, member, _token, started in log.lines()
+        if member == second.member_id and float(started) > moved + 1
+    }
+    assert {f"job-{i}" for i in range(8)} <= ran_after, ran_after
+    assert second.alive

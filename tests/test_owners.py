@@ -468,8 +468,12 @@ def test_any_decoded_json_is_a_member_or_a_member_record_error(data: object) -> 
     assert all(isinstance(k, str) and isinstance(v, str) for k, v in member.labels.items())
 
 
+valid_member_ids = st.from_regex(r"[a-z0-9][a-z0-9_.-]{0,20}", fullmatch=True)
+hosts = st.text(st.characters(min_codepoint=32, max_codepoint=0x2FF).filter(str.isprintable))
+
+
 @settings(max_examples=100, deadline=None)
-@given(member_ids, st.text(), st.integers(0, 2**22), label_maps)
+@given(valid_member_ids, hosts, st.integers(0, 2**22), label_maps)
 def test_records_round_trip(member_id: str, host: str, pid: int, labels: dict[str, str]) -> None:
     member = Member(member_id, host=host, pid=pid, labels=labels, znode=f"{member_id}.0000000001")
     assert member_from_record(member.znode, json.loads(json.dumps(member.to_record()))) == member
@@ -589,3 +593,24 @@ def test_allow_list_round_trips_and_old_records_allow_everything() -> None:
 def test_malformed_allow_lists_are_refused(bad: object) -> None:
     with pytest.raises(MemberRecordError, match="allowed_commands"):
         member_from_record("x-1.0000000001", {**GOOD_RECORD, "allowed_commands": bad})
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"member_id": "../etc"}, "member id"),
+        ({"member_id": "evil\x1b[2J"}, "member id"),
+        ({"host": "\x07\x1b]0;pwned\x07"}, "control characters"),
+        ({"host": "x" * 5000}, "overlong"),
+        ({"labels": {"role": "db\n"}}, "control characters"),
+        ({"pid": 10**30}, "process id"),
+        ({"pid": -1}, "process id"),
+    ],
+)
+def test_a_member_record_that_is_not_a_member_is_refused(
+    change: dict[str, object], why: str
+) -> None:
+    """Issue 19: ids that are not ids, text a terminal would act on, numbers out of range."""
+    record = {**Member("m-1", host="h", pid=7).to_record(), **change}
+    with pytest.raises(MemberRecordError, match=why):
+        member_from_record("m-1.0000000001", record)

@@ -24,5 +24,13 @@ def _cell(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, dict):
-        return ",".join(f"{k}={v}" for k, v in sorted(value.items())) or "-"
-    return str(value)
+        return printable(",".join(f"{k}={v}" for k, v in sorted(value.items())) or "-")
+    return printable(str(value))
+
+
+def printable(text: str) -> str:
+    """`text` with every character a terminal would act on (controls, escapes) shown as
+    `\\xNN`/`\\uNNNN`: values read from ZooKeeper may be hostile."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

@@ -29,6 +29,7 @@ from typing import Any
 import mmh3
 
 from zksched.core.jobspec import JobSpec
+from zksched.core.names import name_problem
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 _OwnerKey = tuple[str, frozenset[tuple[str, str]], str | None, frozenset[str]]
@@ -246,6 +247,9 @@ def member_from_record(znode: str, data: object) -> Member:
     member_id = data.get("member_id")
     if not isinstance(member_id, str) or not member_id:
         raise MemberRecordError("member record has no member_id")
+    problem = name_problem(member_id, "member id")
+    if problem is not None:
+        raise MemberRecordError(problem)
     labels = data.get("labels", {})
     if not isinstance(labels, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
@@ -257,11 +261,14 @@ def member_from_record(znode: str, data: object) -> Member:
     ):
         raise MemberRecordError("member record allowed_commands is not a list of strings")
     pid = data.get("pid", 0)
-    if not isinstance(pid, int) or isinstance(pid, bool):
-        raise MemberRecordError("member record pid is not an integer")
+    if not isinstance(pid, int) or isinstance(pid, bool) or not 0 <= pid < 2**32:
+        raise MemberRecordError("member record pid is not a process id")
     host, started_at, version = (data.get(k, "") for k in ("host", "started_at", "version"))
     if not all(isinstance(v, str) for v in (host, started_at, version)):
         raise MemberRecordError("member record host/started_at/version are not strings")
+    texts = [host, started_at, version, *labels.keys(), *labels.values(), *(allowed or ())]
+    if any(len(t) > 4096 or not t.isprintable() for t in texts):
+        raise MemberRecordError("member record has control characters or overlong text")
     assert isinstance(host, str) and isinstance(started_at, str) and isinstance(version, str)
     return Member(
         member_id=member_id,
