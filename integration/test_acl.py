@@ -137,3 +137,33 @@ def test_unauthenticated_clients_can_read_but_change_nothing(
     assert SECRET_ENV_VALUE not in daemon.log_text()
     shown = run_cli(hosts, client_id, "jobs", "show", "slow")
     assert shown.returncode == 0 and SECRET_ENV_VALUE not in shown.stdout
+
+
+def test_nodes_others_made_before_are_refused_by_name(
+    zk: str, client_id: str, tmp_path: Path, stranger: KazooClient,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 19: nodes that existed before, made without the digest ACL (an unauthenticated
+    client, a cluster without auth on the same ensemble), were used as they were: whoever
+    made them could write the job table an authenticated daemon runs. `jobs apply` and `run`
+    now refuse them (exit 2, naming the node and the fix) and change nothing."""
+    chroot = f"/acl-pre-{client_id}"
+    hosts = zk + chroot
+    stranger.create(f"{chroot}/zksched/{client_id}/jobs", b"", acl=OPEN_ACL_UNSAFE,
+                    makepath=True)
+    monkeypatch.setenv("ZKSCHED_AUTH", CREDENTIAL)
+    jobfile = tmp_path / "jobs.toml"
+    jobfile.write_text('[jobs.x]\nschedule = "@hourly"\ncommand = ["true"]\n')
+    for args in (("jobs", "apply", str(jobfile)), ("run", "--http", "")):
+        refused = run_cli(hosts, client_id, *args, timeout=60)
+        assert refused.returncode == 2, (args, refused.stderr)
+        assert f"/zksched/{client_id}/jobs may be changed by world:anyone (cdrwa)" in (
+            refused.stderr
+        ), refused.stderr
+        assert "Traceback" not in refused.stderr
+    assert stranger.get(f"{chroot}/zksched/{client_id}/jobs")[0] == b""  # nothing written
+
+    # the fix the message names (the cluster's own folder, made on the way, was open too)
+    stranger.delete(f"{chroot}/zksched/{client_id}", recursive=True)
+    done = run_cli(hosts, client_id, "jobs", "apply", str(jobfile))
+    assert done.returncode == 0, done.stderr

@@ -11,7 +11,7 @@ import click
 from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
-from zksched.cli.context import CliContext
+from zksched.cli.context import CliContext, check_acls
 from zksched.cli.errors import EXIT_INVALID, CliFailure, invalid
 from zksched.cli.main import cli
 from zksched.cli.output import echo_json, echo_table
@@ -126,6 +126,8 @@ def run(
             parse_http_address(http)
         except ValueError as exc:
             raise invalid(str(exc)) from None
+    if ctx.zk.credential is not None:
+        _check_acls_at_start(ctx)
     setup_logging(ctx.log_level, ctx.log_format)
     # Every ZooKeeper reply passes through kazoo's single I/O thread; with many fire threads
     # runnable, the default 5 ms GIL switch interval makes each round trip wait for it.
@@ -156,6 +158,19 @@ def run(
     except HttpUnavailable as exc:  # raised before joining: nothing to undo
         raise invalid(str(exc)) from None
     sys.exit(0)
+
+
+def _check_acls_at_start(ctx: CliContext) -> None:
+    """With --auth, before joining: nodes others may change are refused (exit 2). When
+    ZooKeeper cannot be reached yet, the daemon starts anyway (it connects when it can) and
+    makes the nodes itself, with its ACL."""
+    try:
+        with ctx.client() as client:
+            check_acls(ctx, client)
+    except CliFailure as exc:
+        if exc.exit_code == EXIT_INVALID:
+            raise
+        click.echo(f"zksched: could not check the nodes' ACLs yet ({exc})", err=True)
 
 
 def read_members(ctx: CliContext) -> tuple[MemberSnapshot, dict[str, ClockReading | None]]:

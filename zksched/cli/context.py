@@ -9,9 +9,10 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
-from zksched.cli.errors import EXIT_UNREACHABLE, CliFailure, invalid
+from zksched.cli.errors import EXIT_INVALID, EXIT_UNREACHABLE, CliFailure, invalid
 from zksched.core.names import name_problem
 from zksched.runtime.logs import setup_logging
+from zksched.zk.aclcheck import open_nodes, refusal
 from zksched.zk.connection import ZkSettings, ZkUnreachable, close_quietly, connect
 from zksched.zk.paths import ClusterPaths
 
@@ -75,3 +76,13 @@ class CliContext:
             yield client
         finally:
             close_quietly(client)
+
+
+def check_acls(ctx: CliContext, client: KazooClient) -> None:
+    """With --auth: exit 2, naming them, when nodes zksched depends on are open to others."""
+    credential = ctx.zk.credential
+    if credential is None:
+        return
+    problems = open_nodes(client, ctx.paths, credential, ctx.connect_timeout)
+    if problems:
+        raise CliFailure(refusal(problems, credential[0]), EXIT_INVALID)

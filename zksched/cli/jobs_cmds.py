@@ -16,7 +16,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
-from zksched.cli.context import CliContext
+from zksched.cli.context import CliContext, check_acls
 from zksched.cli.errors import EXIT_INVALID, CliFailure, invalid
 from zksched.cli.main import cli
 from zksched.cli.output import echo_json, echo_table
@@ -140,6 +140,7 @@ def apply(ctx: CliContext, file: str, prune: bool, dry_run: bool, as_json: bool)
             f"{file}: {len(exc.problems)} problem(s); nothing was changed", EXIT_INVALID
         ) from None
     with ctx.client() as client, zk_errors():
+        check_acls(ctx, client)
         store = JobStore(client, ctx.paths, ctx.connect_timeout)
         for _attempt in range(10):
             root, current = store.read_table()
