@@ -3,6 +3,7 @@ happen (scraped over HTTP), /readyz follows the ZooKeeper session, /healthz the 
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import os
 import signal
@@ -288,3 +289,35 @@ def gone(pid: int) -> bool:
     except OSError:
         return True
     return state == "Z"
+
+
+def test_slow_clients_cannot_starve_the_probes(daemons: Start) -> None:
+    """Issue 19: some 70 connections that each sent one header line every few seconds held
+    every request slot, and /healthz failed for as long as they lasted (a restart loop for a
+    daemon whose port is reachable from the network). Now a request must arrive whole within
+    a deadline, one address holds at most a few slots, and probes have slots of their own."""
+    daemon, base = start_with_http(daemons)
+    wait_until(lambda: get(base + "/readyz")[0] == 200, 20, what="ready")
+    host, port = base.removeprefix("http://").rsplit(":", 1)
+    slow: list[socket.socket] = []
+    try:
+        for _ in range(70):
+            conn = socket.create_connection((host, int(port)), timeout=5)
+            conn.sendall(b"GET /metrics HTTP/1.0\r\n")
+            slow.append(conn)
+        worst = 0.0
+        until = time.monotonic() + 8
+        while time.monotonic() < until:
+            for conn in slow:  # one more header line each, every second or so
+                with contextlib.suppress(OSError):
+                    conn.sendall(b"X-Slow: 1\r\n")
+            started = time.monotonic()
+            status, _ = get(base + "/healthz")
+            worst = max(worst, time.monotonic() - started)
+            assert status == 200
+            time.sleep(0.5)
+        assert worst < 1.0, worst
+    finally:
+        for conn in slow:
+            conn.close()
+    assert daemon.alive

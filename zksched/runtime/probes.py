@@ -49,7 +49,12 @@ from typing import Any
 
 from zksched import __version__
 
-MAX_REQUESTS = 64  # requests the child serves at once
+MAX_CONNECTIONS = 256  # connections the child reads a request line from at once
+MAX_REQUESTS = 64  # requests other than probes the child serves at once
+PER_ADDRESS = 8  # ...of which one client address may hold at most this many
+LINE_DEADLINE = 1.0  # seconds a client has to send its request line
+REQUEST_DEADLINE = 5.0  # ...and its whole request (headers included)
+PROBE_PATHS = ("/healthz", "/readyz")
 RELAY_TIMEOUT = 30.0  # seconds the child waits for the daemon's answer to a relayed request
 RELAYED_HEADERS = (
     "Content-Type",
@@ -128,6 +133,7 @@ class _ProbeServer(HTTPServer):
     upstream_port: int
     bodies: PublishedBodies
     asked: int  # write end of the "served a copy" pipe (non-blocking)
+    slots: _Slots  # for requests other than probes
 
     def server_bind(self) -> None:  # the socket is bound and listening already
         self.server_address = self.socket.getsockname()
@@ -136,11 +142,68 @@ class _ProbeServer(HTTPServer):
         pass
 
 
+class _Busy(Exception):
+    """No slot for this request: the connection is dropped."""
+
+
+class _DeadlineReader:
+    """A request's input: its request line must arrive within LINE_DEADLINE, the whole
+    request within REQUEST_DEADLINE (a client that sends a header line every few seconds
+    cannot hold a slot for long). Once the request line is in, a request other than a probe
+    takes one of the slots (`_Slots`): none left for its address, and it is dropped; a probe
+    needs none, so slow clients cannot starve /healthz."""
+
+    def __init__(self, raw: Any, handler: _ProbeHandler) -> None:
+        self._raw, self._handler = raw, handler
+        started = time.monotonic()
+        self._deadline = started + LINE_DEADLINE
+        self._request_deadline = started + REQUEST_DEADLINE
+        self._first = True
+
+    def readline(self, limit: int = -1) -> bytes:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the request took too long to arrive")
+        self._handler.connection.settimeout(left)
+        line: bytes = self._raw.readline(limit)
+        if self._first:
+            self._first = False
+            self._deadline = self._request_deadline
+            self._handler.request_line_read(line)
+        return line
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
+
+
 class _ProbeHandler(BaseHTTPRequestHandler):
     server: _ProbeServer
     timeout = 10  # a client that sends nothing is dropped
     protocol_version = "HTTP/1.0"
     server_version = f"zksched/{__version__}"
+    slot: str | None = None  # the address whose slot this request holds
+
+    def setup(self) -> None:
+        super().setup()
+        self.rfile = _DeadlineReader(self.rfile, self)  # type: ignore[assignment]
+
+    def request_line_read(self, line: bytes) -> None:
+        parts = line.split()
+        path = parts[1].split(b"?", 1)[0].decode("latin-1") if len(parts) > 1 else ""
+        if path in PROBE_PATHS:
+            return
+        address = self.client_address[0] if isinstance(self.client_address, tuple) else ""
+        if not self.server.slots.take(address):
+            raise _Busy(address)
+        self.slot = address
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            if self.slot is not None:
+                self.server.slots.give_back(self.slot)
+                self.slot = None
 
     def do_GET(self) -> None:
         self._respond(send_body=True)
@@ -154,6 +217,7 @@ class _ProbeHandler(BaseHTTPRequestHandler):
             ok, reason = self.server.verdicts.get("health" if path == "/healthz" else "ready")
             self._send(200 if ok else 503, None, (reason + "\n").encode(), send_body)
             return
+
         name = PUBLISHED_PATHS.get(path)
         if name is not None:
             with contextlib.suppress(OSError):  # full (the daemon is not reading): no matter
@@ -249,37 +313,65 @@ def main(argv: list[str]) -> None:
     server.asked = int(asked)
     os.set_blocking(server.asked, False)
     threading.Thread(target=_follow, args=(int(pipe), verdicts, server.bodies), daemon=True).start()
-    # a thread per request (at most MAX_REQUESTS at once): a slow relayed page never holds
-    # up a probe, and this process does nothing else, so a thread start is cheap here
-    slots = threading.BoundedSemaphore(MAX_REQUESTS)
+    # a thread per connection (at most MAX_CONNECTIONS): a slow relayed page never holds up
+    # a probe, and this process does nothing else, so a thread start is cheap here
+    server.slots = _Slots()
+    connections = threading.BoundedSemaphore(MAX_CONNECTIONS)
     while True:
         try:
             request, address = server.get_request()
         except OSError:  # e.g. out of file descriptors: do not spin
             time.sleep(0.05)
             continue
-        if not slots.acquire(timeout=1.0):
+        if not connections.acquire(timeout=1.0):
             server.shutdown_request(request)  # flooded: drop rather than pile up
             continue
         try:
             threading.Thread(
-                target=_serve_one, args=(server, request, address, slots), daemon=True
+                target=_serve_one, args=(server, request, address, connections), daemon=True
             ).start()
         except RuntimeError:  # no thread to be had
-            slots.release()
+            connections.release()
             server.shutdown_request(request)
 
 
+class _Slots:
+    """MAX_REQUESTS slots for requests other than probes, at most PER_ADDRESS per address."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._used = 0
+        self._per_address: dict[str, int] = {}
+
+    def take(self, address: str) -> bool:
+        with self._lock:
+            mine = self._per_address.get(address, 0)
+            if self._used >= MAX_REQUESTS or mine >= PER_ADDRESS:
+                return False
+            self._used += 1
+            self._per_address[address] = mine + 1
+            return True
+
+    def give_back(self, address: str) -> None:
+        with self._lock:
+            self._used -= 1
+            left = self._per_address.get(address, 1) - 1
+            if left:
+                self._per_address[address] = left
+            else:
+                self._per_address.pop(address, None)
+
+
 def _serve_one(
-    server: _ProbeServer, request: socket.socket, address: Any, slots: threading.Semaphore
+    server: _ProbeServer, request: socket.socket, address: Any, connections: threading.Semaphore
 ) -> None:
     try:
         server.finish_request(request, address)
     except Exception:
-        pass  # a client that hung up mid-request
+        pass  # a client that hung up mid-request, too slow to send it, or no slot for it
     finally:
         server.shutdown_request(request)
-        slots.release()
+        connections.release()
 
 
 if __name__ == "__main__":
