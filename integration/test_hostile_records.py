@@ -228,3 +228,41 @@ def test_a_hostile_member_node_is_ignored_and_failover_still_works(
     }
     assert {f"job-{i}" for i in range(8)} <= ran_after, ran_after
     assert second.alive
+
+
+def test_jobs_apply_replaces_a_broken_job_table(
+    daemons: Start, zk: str, client_id: str, tmp_path: Path, kazoo: KazooClient
+) -> None:
+    """Issue 19: a job table root the readers cannot use (nested past the parser's
+    recursion, bucket ids that are paths) kept `jobs apply` from repairing it. The daemon
+    keeps its last good table meanwhile; the reading commands say what is wrong; an apply
+    replaces the whole table, and the daemon follows it."""
+    out = tmp_path / "fires.log"
+    (tmp_path / "jobs.toml").write_text(recording_job("before", out))
+    daemon = daemons()
+    wait_until(lambda: daemon.last_members(), 20, what="daemon joined")
+    assert run_cli(zk, client_id, "jobs", "apply", str(tmp_path / "jobs.toml")).returncode == 0
+    log = FireLog(out)
+    log.wait_for(lambda: "before" in log.by_job(), 20)
+    paths = ClusterPaths(client_id)
+    for broken in (
+        b"[" * 100_000 + b"]" * 100_000,
+        json.dumps({"format": 1, "generation": 9, "buckets": ["../../members"]}).encode(),
+    ):
+        kazoo.set(paths.jobs, broken)
+        listed = run_cli(zk, client_id, "jobs", "list")
+        assert listed.returncode == 1 and "job table root" in listed.stderr, listed.stderr
+        no_traceback(listed)
+        more = len(log.by_job()["before"]) + 2
+        log.wait_for(lambda n=more: len(log.by_job()["before"]) >= n, 10)  # last good table
+        (tmp_path / "jobs.toml").write_text(recording_job("after", out))
+        done = run_cli(zk, client_id, "jobs", "apply", str(tmp_path / "jobs.toml"))
+        assert done.returncode == 0, done.stderr
+        assert "replacing the whole table" in done.stderr
+        log.wait_for(lambda: "after" in log.by_job(), 20)
+        listed = json.loads(run_cli(zk, client_id, "jobs", "list", "--json").stdout)
+        assert [r["name"] for r in listed] == ["after"]
+        (tmp_path / "jobs.toml").write_text(recording_job("before", out))
+        assert run_cli(zk, client_id, "jobs", "apply", "--prune",
+                       str(tmp_path / "jobs.toml")).returncode == 0
+    assert daemon.alive

@@ -28,7 +28,7 @@ from zksched.core.names import name_problem
 from zksched.core.oneoff import OneOffSchedule
 from zksched.core.owners import OwnerTable
 from zksched.zk.claims import FireClaims
-from zksched.zk.jobstore import ConcurrentChange, CorruptTable, JobStore, now_utc
+from zksched.zk.jobstore import ConcurrentChange, CorruptTable, JobStore, TableRoot, now_utc
 from zksched.zk.membership import MemberReader, MemberSnapshot
 from zksched.zk.paths import ClusterPaths
 from zksched.zk.triggers import Triggers
@@ -83,6 +83,19 @@ def zk_errors() -> Iterator[None]:
         raise CliFailure(f"{exc}; try again") from None
     except (KazooException, KazooTimeoutError) as exc:
         raise CliFailure(f"ZooKeeper request failed: {type(exc).__name__}") from None
+
+
+def _table_to_replace(store: JobStore, file: str) -> tuple[TableRoot, dict[str, StoredJob]]:
+    """The table an apply changes; an unreadable one (its root broken) is replaced whole:
+    an apply can always repair the job table."""
+    try:
+        return store.read_table()
+    except CorruptTable as exc:
+        click.echo(
+            f"zksched: warning: {exc}; replacing the whole table with the jobs of {file}",
+            err=True,
+        )
+        return TableRoot(0, (), exc.version), {}
 
 
 @contextmanager
@@ -143,7 +156,7 @@ def apply(ctx: CliContext, file: str, prune: bool, dry_run: bool, as_json: bool)
         check_acls(ctx, client)
         store = JobStore(client, ctx.paths, ctx.connect_timeout)
         for _attempt in range(10):
-            root, current = store.read_table()
+            root, current = _table_to_replace(store, file)
             plan = plan_apply(current, desired, prune, now_utc())
             if dry_run or not plan.changes:
                 break

@@ -18,6 +18,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -46,7 +47,15 @@ class ConcurrentChange(Exception):
 
 
 class CorruptTable(Exception):
-    """The root znode does not hold a job table this version understands."""
+    """The root znode does not hold a job table this version understands. `version`: the
+    root's znode version, for an apply that replaces it (`JobStore.commit` over it)."""
+
+    def __init__(self, message: str, version: int) -> None:
+        super().__init__(message)
+        self.version = version
+
+
+_BLOB_ID = re.compile(r"[0-9a-f]{24}")
 
 
 @dataclass(frozen=True)
@@ -135,10 +144,16 @@ class JobStore:
             return TableRoot(0, (), stat.version, stat.mzxid)
         try:
             data = load_object(raw, "job table root")
-            buckets = tuple(str(b) for b in data["buckets"])
-            generation = int(data["generation"])
+            buckets = tuple(data["buckets"])
+            generation = data["generation"]
+            if not all(b == "" or (isinstance(b, str) and _BLOB_ID.fullmatch(b)) for b in buckets):
+                raise ValueError("a bucket id is not a bucket id")
+            if type(generation) is not int or not 0 <= generation < 2**63:
+                raise ValueError("the generation is not a count")
         except (ValueError, KeyError, TypeError) as exc:
-            raise CorruptTable(f"job table root {self._paths.jobs} is unreadable: {exc}") from exc
+            raise CorruptTable(
+                f"job table root {self._paths.jobs} is unreadable: {exc}", stat.version
+            ) from exc
         return TableRoot(generation, buckets, stat.version, stat.mzxid)
 
     def read_blobs(self, ids: set[str]) -> dict[str, tuple[dict[str, StoredJob], str | None]]:
