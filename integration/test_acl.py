@@ -82,6 +82,9 @@ def test_unauthenticated_clients_can_read_but_change_nothing(
     chroot = f"/acl-{client_id}"
     hosts = zk + chroot
     monkeypatch.setenv("ZKSCHED_AUTH", CREDENTIAL)  # the daemon and the CLI below
+    config = tmp_path / "zksched.toml"
+    config.write_text('log_level = "debug"\n')  # nothing secret at any level
+    monkeypatch.setenv("ZKSCHED_CONFIG", str(config))
     daemon = daemons(zk_hosts=hosts)
     wait_until(lambda: daemon.last_members(), 20, what="the member joined")
 
@@ -134,7 +137,9 @@ def test_unauthenticated_clients_can_read_but_change_nothing(
     wait_until(
         lambda: [e for e in daemon.events("fire") if e["job"] == "slow"], 10, what="slow ran"
     )
-    assert SECRET_ENV_VALUE not in daemon.log_text()
+    logged = daemon.log_text()
+    assert SECRET_ENV_VALUE not in logged
+    assert CREDENTIAL.split(":", 1)[1] not in logged  # the password, at any level
     shown = run_cli(hosts, client_id, "jobs", "show", "slow")
     assert shown.returncode == 0 and SECRET_ENV_VALUE not in shown.stdout
 

@@ -46,6 +46,7 @@ def setup_logging(level: str = "info", fmt: str = "text") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    # kazoo logs every failed connection attempt; our own "waiting" line says it once.
-    if level.lower() != "debug":
-        logging.getLogger("kazoo").setLevel(logging.ERROR)
+    # kazoo logs every failed connection attempt (our own "waiting" line says it once), and
+    # at debug every packet it reads, znode data included (job env values, secrets): never.
+    kazoo_level = logging.INFO if level.lower() == "debug" else logging.ERROR
+    logging.getLogger("kazoo").setLevel(kazoo_level)
