@@ -91,11 +91,13 @@ def test_hostile_records_never_stop_the_daemon_or_the_commands(
         recording_job("steady", out)
         + '[jobs.victim]\nschedule = "@hourly"\ncommand = ["/bin/true"]\n'
     )
-    daemon = daemons()
-    wait_until(lambda: daemon.last_members(), 20, what="daemon joined")
+    group = [daemons() for _ in range(3)]
+    wait_until(lambda: all(len(d.last_members() or ()) == 3 for d in group), 20,
+               what="three members joined")
     assert run_cli(zk, client_id, "jobs", "apply", str(jobfile)).returncode == 0
     log = FireLog(out)
     log.wait_for(lambda: len(log.fire_keys()) >= 2, 20)
+    daemon = next(d for d in group if d.member_id in log.members_of("steady"))
     paths = ClusterPaths(client_id)
     store = JobStore(kazoo, paths, 5.0)
     counter = iter(range(10**6))
@@ -138,8 +140,8 @@ def test_hostile_records_never_stop_the_daemon_or_the_commands(
         kazoo.create(paths.triggers + f"/no-such-job-{n}", trigger)
         with contextlib.suppress(NodeExistsError):
             kazoo.create(paths.clock(daemon.member_id) + f"-{n}", member, makepath=True)
-        time.sleep(0.2)  # let the watches fire and the daemon read all of it
-        assert daemon.alive
+        time.sleep(0.2)  # let the watches fire and the daemons read all of it
+        assert all(d.alive for d in group)
 
     inject()
     # Shapes that once reached a reader: a running record with an unhashable session, as the
@@ -182,7 +184,15 @@ def test_hostile_records_never_stop_the_daemon_or_the_commands(
     assert steady["error"] is None and steady["owner"] == daemon.member_id
     report = json.loads(run_cli(zk, client_id, "audit", "--json").stdout)
     assert report["clean"] is False  # garbage records are reported, not ignored
-    assert daemon.alive
+    assert all(d.alive for d in group)
+
+    # failover still works with all of it in place: the owner stops, the job moves
+    daemon.terminate()
+    stopped = time.time()
+    time.sleep(3)
+    later = [m for k, m, _t, started in log.lines() if k.startswith("steady@")
+             and float(started) > stopped + 1]
+    assert later and daemon.member_id not in later, later
 
 
 def test_a_hostile_member_node_is_ignored_and_failover_still_works(
