@@ -618,17 +618,24 @@ def drive(shell: Shell, run_for: float, until: float, step: float = 0.05) -> dic
     return started
 
 
+def catching_up_with_all(since: float) -> Shell:
+    """An every-second `catchup = "all"` job changed `since` seconds before T0, taken over
+    just before T0 with no history: its catch-up begins."""
+    shell = Shell(spec(catchup="all"), updated_at=T0 - since)
+    shell.now = T0 - 0.2
+    shell.join()
+    shell.give(m.HistoryRead(()))
+    shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    return shell
+
+
 def test_a_fast_job_runs_the_instants_due_during_a_long_catchup_as_part_of_it() -> None:
     """Regression (busy suite, chaos zk-outage): a member back from an outage caught up 14
     instants one after another, slower than usual under load; the instants due meanwhile
     waited behind, their turn came after their successors were due, and they were skipped
     `still-running` although each run takes far less than the period. With `all` they run,
     late, as part of the catch-up, and the job is back on time once it is done."""
-    shell = Shell(spec(catchup="all"), updated_at=T0 - 14.5)
-    shell.now = T0 - 0.2
-    shell.join()
-    shell.give(m.HistoryRead(()))
-    shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    shell = catching_up_with_all(since=14.5)
     started = drive(shell, run_for=0.3, until=12.0)
     assert not shell.skips(m.SkipReason.STILL_RUNNING)
     assert set(started) >= {at(s) for s in range(-14, 12)}
@@ -641,11 +648,7 @@ def test_a_slow_job_behind_a_catchup_skips_rather_than_falling_behind_with_all()
     """The same catch-up for a job that runs longer than its period: the instants due while
     it goes are skipped `still-running` (it would never catch up), and none starts more
     than one run late."""
-    shell = Shell(spec(catchup="all"), updated_at=T0 - 3.5)
-    shell.now = T0 - 0.2
-    shell.join()
-    shell.give(m.HistoryRead(()))
-    shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    shell = catching_up_with_all(since=3.5)
     started = drive(shell, run_for=1.5, until=20.0)
     assert shell.skips(m.SkipReason.STILL_RUNNING)
     late = {i: t - i.timestamp() for i, t in started.items() if i >= at(0)}
