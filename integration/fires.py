@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import collections
+import json
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from zksched.core.firekey import parse_fire_key
+from zksched.core.firekey import fire_key, parse_fire_key
 
 
 def recording_job(
@@ -91,3 +92,21 @@ def every_second(start: datetime, end: datetime) -> list[datetime]:
     """Every whole second in [start, end]."""
     first = int(start.timestamp()) + (0 if start.timestamp() == int(start.timestamp()) else 1)
     return [datetime.fromtimestamp(t, UTC) for t in range(first, int(end.timestamp()) + 1)]
+
+
+def states_of(zk: str, client_id: str, job: str, instants: list[datetime]) -> dict[str, str]:
+    """What the job's history says of these instants (`abandoned`, `skipped (reason)`, or
+    `no record`): a failure message that says why an instant did not run."""
+    from integration.harness import run_cli  # harness imports this module
+
+    done = run_cli(zk, client_id, "jobs", "history", job, "--json", "--limit", "1000")
+    rows = json.loads(done.stdout) if done.returncode == 0 else []
+    by_key = {
+        r.get("fire_key"): r["state"] + (f" ({r['skip_reason']})" if r.get("skip_reason") else "")
+        for r in rows
+    }
+    out = {}
+    for instant in instants:
+        key = fire_key(job, instant)
+        out[key] = by_key.get(key, "no record")
+    return out

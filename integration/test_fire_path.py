@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from integration.fires import FireLog, every_second, recording_job
+from integration.fires import FireLog, every_second, recording_job, states_of
 from integration.harness import SESSION_TIMEOUT, DaemonProcess, run_cli, wait_until
 from zksched.core.firekey import fire_key, parse_fire_key
 from zksched.devtools.faultproxy import BLACKHOLE, PASS, FaultProxy
+from zksched.zk.jobstore import blob_id
 from zksched.zk.paths import ClusterPaths
 
 Start = Callable[..., DaemonProcess]
@@ -79,8 +80,13 @@ def test_every_instant_runs_exactly_once_through_kills_and_restarts(
     expected = every_second(start, end)
     for i in range(20):
         ran = set(by_job[f"tick-{i:02d}"])
-        missing = [t.isoformat() for t in expected if t not in ran]
-        assert not missing, f"tick-{i:02d} lost {len(missing)} instants: {missing[:5]}"
+        missing = [t for t in expected if t not in ran]
+        if missing:
+            # at most once: a kill that lands between a claim and its command's start (the
+            # mid-second timing keeps it away, unless a very busy machine stretches the
+            # window) loses that instant, shown as abandoned; anything else is a loss
+            states = states_of(zk, client_id, f"tick-{i:02d}", missing)
+            assert set(states.values()) == {"abandoned"}, f"tick-{i:02d} lost: {states}"
 
 
 def test_skewed_clocks_never_run_an_instant_twice(zk: str, client_id: str, tmp_path: Path) -> None:
@@ -173,7 +179,7 @@ def test_partitioned_member_runs_nothing_and_its_jobs_are_caught_up(
     by_job = log.by_job()
     for job, ran in by_job.items():
         missing = [t for t in every_second(start, end) if t not in set(ran)]
-        assert not missing, f"{job} lost {len(missing)} instants"
+        assert not missing, f"{job} lost: {states_of(zk, client_id, job, missing)}"
 
 
 def test_job_commands_apply_pause_resume_trigger_delete(
@@ -326,8 +332,9 @@ def test_bad_input_changes_nothing_and_corrupt_record_disables_one_job(
         if "good-b" in data["jobs"]:
             data["jobs"]["good-b"]["spec"]["schedule"] = "not a cron"
             content = json.dumps(data).encode()
-            kazoo.create(paths.blob("handmade"), content)
-            root["buckets"] = ["handmade" if b == blob else b for b in root["buckets"]]
+            handmade = blob_id(content)
+            kazoo.create(paths.blob(handmade), content)
+            root["buckets"] = [handmade if b == blob else b for b in root["buckets"]]
     kazoo.set(paths.jobs, json.dumps(root).encode())
     wait_until(
         lambda: [e for e in daemon.events("job-invalid") if e["job"] == "good-b"],
