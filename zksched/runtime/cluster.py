@@ -21,14 +21,12 @@ this stays ahead of any takeover whatever kazoo believes.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
-from functools import cached_property
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -36,8 +34,8 @@ from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState, KeeperState
 
-from zksched.core.jobspec import JobSpec
 from zksched.core.owners import Member, OwnerTable
+from zksched.runtime.clusterview import ClusterView
 from zksched.zk.connection import abandon_connection, ensure_paths
 from zksched.zk.handler import last_reply
 from zksched.zk.membership import MemberReader, MemberRegistration, MemberSnapshot
@@ -49,40 +47,6 @@ RESYNC_INTERVAL = 30.0  # re-read members even without a watch event, in case on
 RETRY_DELAY = 0.5
 FIRST_RESTART_DELAY = 0.2  # seconds before a client whose connection loop died starts again
 MAX_RESTART_DELAY = 2.0  # the restart delay doubles up to this; an auth failure waits this long
-
-
-@dataclass(frozen=True)
-class ClusterView:
-    """What this member knows of the cluster at one moment. Immutable; swapped atomically."""
-
-    connected: bool
-    session_id: int | None
-    member_id: str
-    my_znode: str | None
-    table: OwnerTable
-
-    @cached_property  # asked for every job in a reconcile: once per view
-    def active(self) -> bool:
-        """True when this member may own jobs: connected, and present in the table it read."""
-        return (
-            self.connected
-            and self.my_znode is not None
-            and any(m.znode == self.my_znode for m in self.table.members)
-        )
-
-    def owns(self, job: str, labels: Mapping[str, str]) -> bool:
-        """By labels alone (members' command allow-lists left out)."""
-        return self.active and self.table.owner(job, labels) == self.member_id
-
-    def owns_job(self, job: str, spec: JobSpec) -> bool:
-        """With members' command allow-lists (the job's command and env)."""
-        return self.active and self.table.job_owner(job, spec) == self.member_id
-
-    @property
-    def digest(self) -> str:
-        """A short fingerprint of the membership the table is built from (for comparisons)."""
-        ids = ",".join(self.table.member_ids)
-        return hashlib.sha256(ids.encode()).hexdigest()[:12]
 
 
 ViewListener = Callable[[ClusterView], None]

@@ -18,7 +18,8 @@ from zksched import __version__
 from zksched.core.owners import Member
 from zksched.runtime.clock import Clock
 from zksched.runtime.clockprobe import ClockProbe
-from zksched.runtime.cluster import ClusterMembership, ClusterView
+from zksched.runtime.cluster import ClusterMembership
+from zksched.runtime.clusterview import ClusterView
 from zksched.runtime.commands import FireSettings
 from zksched.runtime.daemonstatus import DaemonStatus
 from zksched.runtime.engine import FireEngine

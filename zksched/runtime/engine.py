@@ -33,7 +33,8 @@ from zksched.core.firekey import fire_key, parse_utc
 from zksched.core.jobspec import JobSpec
 from zksched.runtime.attempts import AttemptLog
 from zksched.runtime.clock import Clock
-from zksched.runtime.cluster import ClusterMembership, ClusterView
+from zksched.runtime.cluster import ClusterMembership
+from zksched.runtime.clusterview import ClusterView
 from zksched.runtime.commands import FireCommands, FireSettings
 from zksched.runtime.fire_io import FireIO, FireIOSettings
 from zksched.runtime.fire_tuning import CHORES_INTERVAL, STEPS_PER_TURN
