@@ -60,7 +60,7 @@ HOSTILE = st.sampled_from(
         b'{"a":' * 30_000 + b"1" + b"}" * 30_000,
         b"9" * 5000,
         b'{"member_id": "m", "pid": 1e400, "session": NaN}',
-        b'{"member_id": "evil\u001b[2J", "host": "\u0007\u001b]0;pwned\u0007"}',
+        rb'{"member_id": "evil\u001b[2J", "host": "\u0007\u001b]0;pwned\u0007"}',
         b'{"member_id": "../../etc", "host": "h", "pid": -1}',
         json.dumps({"member_id": "m", "host": "x" * 100_000}).encode(),
         b"\xff\xfe\x00garbage",
