@@ -7,9 +7,11 @@ import argparse
 import datetime as dt
 import itertools
 import json
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from types import FrameType
 
 # Each import registers its benchmarks, in the order `scripts/bench --help` lists them.
 # isort: off
@@ -56,12 +58,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _interrupted(signum: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # SIGTERM (a loop of benchmarks killed, say) still stops the clusters a benchmark started:
+    # their members run in sessions of their own and would outlive it, loading the machine
+    signal.signal(signal.SIGTERM, _interrupted)
     bench = BENCHMARKS[args.benchmark]
     ctx = BenchContext(quick=args.quick, out_dir=args.out, args=args)
     started = dt.datetime.now(dt.UTC)
-    results = bench.run(ctx)
+    try:
+        results = bench.run(ctx)
+    except KeyboardInterrupt as exc:  # its clusters were stopped on the way out
+        progress(f"interrupted ({exc}); nothing written")
+        return 130
     record = {
         "benchmark": bench.name,
         "timestamp": started.isoformat(timespec="seconds"),
