@@ -8,6 +8,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
+from kazoo.handlers.threading import KazooTimeoutError
 
 from zksched.cli.errors import EXIT_INVALID, EXIT_UNREACHABLE, CliFailure, invalid
 from zksched.core.names import name_problem
@@ -83,6 +85,9 @@ def check_acls(ctx: CliContext, client: KazooClient) -> None:
     credential = ctx.zk.credential
     if credential is None:
         return
-    problems = open_nodes(client, ctx.paths, credential, ctx.connect_timeout)
+    try:
+        problems = open_nodes(client, ctx.paths, credential, ctx.connect_timeout)
+    except (KazooException, KazooTimeoutError) as exc:
+        raise CliFailure(f"reading the cluster's ACLs failed: {type(exc).__name__}") from None
     if problems:
         raise CliFailure(refusal(problems, credential[0]), EXIT_INVALID)
