@@ -7,27 +7,21 @@ final record lists them all); the last attempt's result is the fire's result.
 from __future__ import annotations
 
 import threading
-import time
 from datetime import datetime
 from typing import Any
 
+from zksched.runtime.clock import iso_ms
 from zksched.runtime.runtypes import RunResult
 
 FireId = tuple[str, datetime]
-
-
-def _iso(epoch: float) -> str:
-    return (
-        time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(epoch)) + f".{int(epoch * 1000) % 1000:03d}Z"
-    )
 
 
 def result_fields(result: RunResult) -> dict[str, Any]:
     """A run's result as fire record fields."""
     return {
         "state": result.status,
-        "started_at": _iso(result.started_at),
-        "finished_at": _iso(result.finished_at),
+        "started_at": iso_ms(result.started_at),
+        "finished_at": iso_ms(result.finished_at),
         "exit_code": result.exit_code,
         "error": result.error,
     }
@@ -46,7 +40,7 @@ class AttemptLog:
         entry: dict[str, Any] = {"attempt": attempt}
         if result is not None:
             entry.update((k, v) for k, v in result_fields(result).items() if v is not None)
-        entry.update(state=status, retry_at=_iso(retry_at))
+        entry.update(state=status, retry_at=iso_ms(retry_at))
         with self._mutex:
             earlier = self._earlier.setdefault(fire, [])
             earlier.append(entry)

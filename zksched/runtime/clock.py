@@ -18,8 +18,11 @@ class Clock:
         return datetime.fromtimestamp(self.now(), UTC)
 
     def iso(self) -> str:
-        """Now as `2026-01-02T02:00:00.123Z` (one reading of the clock for every part)."""
-        seconds, millis = divmod(int(self.now() * 1000), 1000)
-        return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.") + (
-            f"{millis:03d}Z"
-        )
+        """Now as `2026-01-02T02:00:00.123Z`."""
+        return iso_ms(self.now())
+
+
+def iso_ms(epoch: float) -> str:
+    """`epoch` as `2026-01-02T02:00:00.123Z` (one reading for every part), as records say it."""
+    seconds, millis = divmod(int(epoch * 1000), 1000)
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{millis:03d}Z"
