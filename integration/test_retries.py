@@ -10,6 +10,7 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
@@ -71,12 +72,8 @@ def test_a_job_failing_twice_then_passing_runs_three_attempts_of_one_fire(
     assert gaps[0] >= 1.0 * (1 - JITTER) and gaps[1] >= 2.0 * (1 - JITTER), gaps  # doubled
     assert noted & {2, 3}, "no failed attempt was noted in the record while it waited"
 
-    def finished() -> dict[str, object] | None:
-        result = run_cli(zk, client_id, "jobs", "history", "flaky", "--json")
-        rows = json.loads(result.stdout) if result.returncode == 0 else []
-        return rows[0] if rows and rows[0]["state"] == "ok" else None
-
-    record = wait_until(finished, 15, what="the fire's final record")
+    record = wait_until(lambda: newest_record(zk, client_id, {"ok"}), 15,
+                        what="the fire's final record")
     assert record["attempt"] == 3
     attempts = record["attempts"]
     assert [(a["attempt"], a["state"]) for a in attempts] == [(1, "failed"), (2, "failed")]
@@ -100,15 +97,18 @@ def test_a_job_that_keeps_failing_stops_after_its_retries(
     assert run_cli(zk, client_id, "jobs", "apply", str(tmp_path / "jobs.toml")).returncode == 0
     assert run_cli(zk, client_id, "jobs", "trigger", "flaky").returncode == 0
 
-    def finished() -> dict[str, object] | None:
-        result = run_cli(zk, client_id, "jobs", "history", "flaky", "--json")
-        rows = json.loads(result.stdout) if result.returncode == 0 else []
-        return rows[0] if rows and rows[0]["state"] != "running" else None
-
-    record = wait_until(finished, 20, what="the fire's final record")
+    record = wait_until(lambda: newest_record(zk, client_id, {"failed", "timeout"}), 20,
+                        what="the fire's final record")
     assert record["state"] == "failed" and record["attempt"] == 2
     time.sleep(3.0)  # a third attempt would have started by now (backoff 2 s x 1.2)
     assert [r[1] for r in lines(log)] == ["1", "2"]
+
+
+def newest_record(zk: str, client_id: str, states: set[str]) -> dict[str, Any] | None:
+    """The flaky job's newest fire record, once it is in one of `states`."""
+    result = run_cli(zk, client_id, "jobs", "history", "flaky", "--json")
+    rows = json.loads(result.stdout) if result.returncode == 0 else []
+    return rows[0] if rows and rows[0]["state"] in states else None
 
 
 def lines(log: Path) -> list[list[str]]:
