@@ -410,3 +410,21 @@ def _withdraw(claims: FireClaims, claimed: Claimed) -> str | None:
         return "deleted" if claims.withdraw(claimed) else "gone"
     except (KazooException, KazooTimeoutError):
         return None
+
+
+def test_a_late_attempt_note_never_hides_the_result(kazoo: KazooClient, client_id: str) -> None:
+    """A retried fire's notes go over the version the previous one left: a note that lands
+    after the final result (a slow thread, a reply lost and the write retried) is refused,
+    and so is one for a record that is gone (`jobs delete`)."""
+    claims = FireClaims(kazoo, ClusterPaths(client_id), 5.0)
+    claimed = claims.claim(record("j", "2026-01-01T00:00:00Z", "n-1"))
+    assert isinstance(claimed, Claimed)
+    first = claimed.record.with_changes(attempt=2, attempts=[{"attempt": 1, "state": "failed"}])
+    assert claims.note_attempt(claimed, first, 0)
+    claims.complete(claimed, claimed.record.with_changes(state="ok", attempt=2))
+    assert not claims.note_attempt(claimed, first, 0)  # late: over the result
+    assert not claims.note_attempt(claimed, first, 1)
+    stored = claims.read("j", "2026-01-01T00:00:00Z")
+    assert stored is not None and stored.state == "ok"
+    kazoo.delete(claimed.path)
+    assert not claims.note_attempt(claimed, first, 2)
