@@ -104,9 +104,10 @@ def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsServer]:
         server.stop(kill=True)
 
 
-def zksched(*args: str) -> subprocess.CompletedProcess[str]:
+def zksched(*args: str, connect_timeout: float = 2) -> subprocess.CompletedProcess[str]:
+    # Refusals are expected quickly; a success may wait out a busy machine's handshake.
     return subprocess.run(
-        [sys.executable, "-m", "zksched", "--connect-timeout", "2", *args],
+        [sys.executable, "-m", "zksched", "--connect-timeout", str(connect_timeout), *args],
         capture_output=True,
         text=True,
         timeout=60,
@@ -122,7 +123,7 @@ def test_a_daemon_and_the_cli_work_over_tls_with_the_right_ca(
     env |= {"ZKSCHED_TLS_CERT": args[6], "ZKSCHED_TLS_KEY": args[8]}
     daemon = daemons(zk_hosts=args[1], env=env)
     wait_until(lambda: daemon.last_members(), 30, what="the member joined over TLS")
-    done = zksched(*args, "--client-id", client_id, "members", "--json")
+    done = zksched(*args, "--client-id", client_id, "members", "--json", connect_timeout=30)
     assert done.returncode == 0, done.stderr
     assert [m["member_id"] for m in json.loads(done.stdout)] == [daemon.member_id]
 
@@ -144,7 +145,7 @@ def test_tls_refuses(tls_server: TlsServer, why: str, kwargs: dict[str, object])
 
 def test_the_hostname_check_is_what_refuses_the_bare_address(tls_server: TlsServer) -> None:
     # The same address with hostname checking off connects: the refusal above was the name.
-    done = zksched(*tls_server.args(host="127.0.0.1"), "--tls-no-check-hostname", "members")
+    done = zksched(*tls_server.args(host="127.0.0.1"), "--tls-no-check-hostname", "members", connect_timeout=30)
     assert done.returncode == 0, done.stderr
 
 
