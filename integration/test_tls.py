@@ -145,7 +145,9 @@ def test_tls_refuses(tls_server: TlsServer, why: str, kwargs: dict[str, object])
 
 def test_the_hostname_check_is_what_refuses_the_bare_address(tls_server: TlsServer) -> None:
     # The same address with hostname checking off connects: the refusal above was the name.
-    done = zksched(*tls_server.args(host="127.0.0.1"), "--tls-no-check-hostname", "members", connect_timeout=30)
+    done = zksched(
+        *tls_server.args(host="127.0.0.1"), "--tls-no-check-hostname", "members", connect_timeout=30
+    )
     assert done.returncode == 0, done.stderr
 
 
