@@ -58,7 +58,7 @@ def taken(zk_client: Callable[..., KazooClient], zk: str, client_id: str) -> Ite
     client = zk_client(zk, session_timeout=4.0)
     answers = Answers()
     io = fire_io(client, client_id, answers)
-    io.take_leases([(job, 0.0) for job in JOBS], client.client_id[0])
+    io.take_leases([(job, 0.0, n) for n, job in enumerate(JOBS, 1)], client.client_id[0])
     try:
         wait_until(lambda: answers.taken(JOBS), 10, what="every lease taken")
         yield io, client, answers
@@ -92,8 +92,8 @@ def test_leases_given_back_together_go_in_one_transaction(
     counter = RequestCounter()
     counter.attach(client)
     counter.enabled = True
-    for job in JOBS:
-        io.leases.give_back(job)
+    for take, job in enumerate(JOBS, 1):
+        io.leases.give_back(job, take)
     wait_until(lambda: every_lock_empty(kazoo, paths), 10, what="every lock node deleted")
     counter.enabled = False
     assert counter.counts.get("Delete", 0) < len(JOBS), counter.counts
@@ -108,8 +108,8 @@ def test_a_lock_node_gone_already_spoils_none_of_the_others(
     gone = paths.job_lock(JOBS[2])
     for child in kazoo.get_children(gone):
         kazoo.delete(f"{gone}/{child}")  # by hand: the transaction of all five fails
-    for job in JOBS:
-        io.leases.give_back(job)
+    for take, job in enumerate(JOBS, 1):
+        io.leases.give_back(job, take)
     wait_until(
         lambda: every_lock_empty(kazoo, paths), 10, what="the other lock nodes deleted one by one"
     )

@@ -53,6 +53,15 @@ class Shell:
     def give(self, event: m.JobEvent) -> list[m.Action]:
         return self.feed(self.machine.handle(event, self.now))
 
+    def lease(
+        self, outcome: m.LeaseOutcome, holder: str | None = None, running: bool = True
+    ) -> list[m.Action]:
+        """Answer the newest lease take."""
+        return self.give(m.LeaseAnswered(outcome, self.last_take(), holder, running))
+
+    def last_take(self) -> int:
+        return [a for a in self.actions if isinstance(a, m.TakeLease)][-1].take
+
     def of(self, kind: type) -> list[m.Action]:
         return [a for a in self.actions if isinstance(a, kind)]
 

@@ -76,8 +76,8 @@ def test_an_allow_job_claims_starts_and_records_each_instant() -> None:
 
 def test_a_skip_job_takes_its_lease_ahead_and_claims_at_once_when_due() -> None:
     shell = Shell(spec(), updated_at=T0)
-    assert m.TakeLease("job", 0.0) in shell.join()
-    shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    assert m.TakeLease("job", 0.0, 1) in shell.join()
+    shell.lease(m.LeaseOutcome.TAKEN)
     assert claims(shell.to(0.0)) == [at(0)]
 
 
@@ -97,7 +97,7 @@ def test_no_start_before_the_claim_is_ours_and_none_for_a_taken_claim() -> None:
 def test_an_instant_due_while_the_previous_run_goes_is_skipped_and_recorded() -> None:
     shell = Shell(spec(), updated_at=T0)
     shell.join()
-    shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    shell.lease(m.LeaseOutcome.TAKEN)
     shell.to(0.0)
     shell.run(at(0))
     out = shell.to(1.0)
@@ -117,7 +117,7 @@ def test_a_slow_job_caught_up_at_start_skips_instead_of_queueing() -> None:
     assert m.ReadHistory("job") in shell.join()
     shell.give(m.HistoryRead(()))
     catchup = shell.of(m.Claim)
-    shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    shell.lease(m.LeaseOutcome.TAKEN)
     catchup = shell.of(m.Claim)
     assert [(c.instant, c.kind) for c in catchup] == [(at(0), "catchup")]  # type: ignore[attr-defined]
     shell.run(at(0))
@@ -142,7 +142,7 @@ def test_overlap_changed_to_skip_while_runs_go_skips_the_next_instant() -> None:
     shell.run(at(0))
     shell.feed(shell.machine.set_spec(spec(overlap="skip"), T0 + 0.5, T0 + 0.5))
     if shell.machine.lease is LeaseStage.TAKING:
-        shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+        shell.lease(m.LeaseOutcome.TAKEN)
     out = shell.to(1.0)
     assert not claims(out)
     assert shell.skips(m.SkipReason.STILL_RUNNING) == [at(1)]
@@ -154,17 +154,17 @@ def test_a_lease_held_elsewhere_is_waited_for_until_the_successor_is_due_then_sk
     due after the lease comes free, on time."""
     shell = Shell(spec(schedule="*/5 * * * * *"), updated_at=T0)
     shell.join()
-    shell.give(m.LeaseAnswered(m.LeaseOutcome.BUSY, holder="old-owner"))
+    shell.lease(m.LeaseOutcome.BUSY, holder="old-owner")
     out = shell.to(0.0)
     (take,) = [a for a in out if isinstance(a, m.TakeLease)]
     assert 4.9 < take.wait <= 5.0  # up to the successor's due time
     shell.now = T0 + 5.0
-    shell.give(m.LeaseAnswered(m.LeaseOutcome.BUSY, holder="old-owner"))
+    shell.lease(m.LeaseOutcome.BUSY, holder="old-owner")
     assert shell.skips(m.SkipReason.STILL_RUNNING) == [at(0)]
     out = shell.to(5.0)
     assert [a for a in shell.actions if isinstance(a, m.TakeLease)][-1].wait > 4.9
     shell.now = T0 + 5.02
-    out = shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    out = shell.lease(m.LeaseOutcome.TAKEN)
     assert claims(out) == [at(5)]
 
 
@@ -182,7 +182,7 @@ def test_an_outage_longer_than_the_window_records_what_it_does_not_run() -> None
     (record,) = shell.of(m.RecordSkip)
     assert record.reason is m.SkipReason.OUTSIDE_CATCHUP_WINDOW  # type: ignore[attr-defined]
     assert (record.covers_from, record.instant, record.count) == (at(5), at(40), 8)  # type: ignore[attr-defined]
-    shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    shell.lease(m.LeaseOutcome.TAKEN)
     assert [(c.instant, c.kind) for c in shell.of(m.Claim)] == [(at(45), "catchup")]  # type: ignore[attr-defined]
 
 
@@ -229,7 +229,7 @@ def unknown_claim(shell: Shell, instant: datetime) -> None:
 def test_a_lost_reply_is_resolved_and_run_if_ours_in_time() -> None:
     shell = Shell(spec(schedule="*/5 * * * * *"), updated_at=T0)
     shell.join()
-    shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    shell.lease(m.LeaseOutcome.TAKEN)
     shell.to(0.0)
     unknown_claim(shell, at(0))
     out = shell.give(m.ClaimAnswered(at(0), m.ClaimOutcome.CREATED, 9))
@@ -239,7 +239,7 @@ def test_a_lost_reply_is_resolved_and_run_if_ours_in_time() -> None:
 def test_a_claim_resolved_ours_after_its_successor_was_due_is_recorded_not_run() -> None:
     shell = Shell(spec(), updated_at=T0)
     shell.join()
-    shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    shell.lease(m.LeaseOutcome.TAKEN)
     shell.to(0.0)
     unknown_claim(shell, at(0))
     shell.now = T0 + 1.5
@@ -299,7 +299,7 @@ def cut_with_a_claim_in_flight(catchup: str = "all", overlap: str = "allow") -> 
     shell = Shell(spec(overlap=overlap, catchup=catchup), updated_at=T0 - 0.5)
     shell.join()
     if overlap == "skip":
-        shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+        shell.lease(m.LeaseOutcome.TAKEN)
     assert claims(shell.to(0.0)) == [at(0)]
     shell.now = T0 + 0.3
     shell.feed(shell.machine.set_session(None, shell.now))
@@ -422,7 +422,7 @@ def test_an_instant_waiting_for_the_lease_when_the_session_goes_is_caught_up() -
     disconnection seen first) dropped the instant and planned the next catch-up after it."""
     shell = Shell(spec(schedule="*/5 * * * * *", catchup="all"), updated_at=T0 - 0.5)
     shell.join()
-    shell.give(m.LeaseAnswered(m.LeaseOutcome.BUSY, holder="old", running=False))
+    shell.lease(m.LeaseOutcome.BUSY, holder="old", running=False)
     shell.to(0.0)
     assert shell.machine.fires[at(0)].stage is FireStage.LEASING
     shell.now = T0 + 3.0
@@ -430,14 +430,51 @@ def test_an_instant_waiting_for_the_lease_when_the_session_goes_is_caught_up() -
     out = shell.feed(shell.machine.set_session(SESSION, shell.now))
     assert m.ReadHistory("job") in out
     shell.give(m.HistoryRead(()))
-    shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    shell.lease(m.LeaseOutcome.TAKEN)
     assert [c.instant for c in shell.of(m.Claim)] == [at(0)]  # type: ignore[attr-defined]
+
+
+def test_a_late_answer_to_a_take_given_up_is_never_taken_for_the_new_take() -> None:
+    """Regression (simulator seed 1991, an overlap): a take sent before the watchdog gave
+    the session up answered late, after the member came back on the same session and sent
+    a new take. The old answer was taken for the new one; the core then took the new
+    take's TAKEN for a stale answer and gave back the lock it believed it held."""
+    shell = Shell(spec(), updated_at=T0)
+    shell.join()
+    old = shell.last_take()
+    shell.feed(shell.machine.session_lost(shell.now))
+    shell.feed(shell.machine.set_session(SESSION, shell.now))
+    shell.give(m.HistoryRead(()))
+    shell.to(0.0)  # the instant is due: a new take
+    new = shell.last_take()
+    assert new != old and shell.machine.lease is LeaseStage.TAKING
+    out = shell.give(m.LeaseAnswered(m.LeaseOutcome.UNKNOWN, old))
+    assert not [a for a in out if isinstance(a, m.TakeLease)]  # the new take is awaited
+    assert shell.machine.lease is LeaseStage.TAKING
+    assert claims(shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN, new))) == [at(0)]
+    assert shell.machine.lease is LeaseStage.HELD
+    # a stale TAKEN (the old take's node, on the session that lived on) goes back alone
+    out = shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN, old))
+    assert out == [m.GiveBackLease("job", old)]
+    assert shell.machine.lease is LeaseStage.HELD
+
+
+def test_a_vanished_lock_is_forgotten_by_the_shell_and_taken_again() -> None:
+    shell = Shell(spec(schedule="*/5 * * * * *"), updated_at=T0)
+    shell.join()
+    shell.lease(m.LeaseOutcome.TAKEN)
+    held = shell.last_take()
+    assert shell.give(m.LeaseGone(held + 99)) == []  # not the lock it holds
+    out = shell.give(m.LeaseGone(held))
+    assert m.GiveBackLease("job", held) in out and shell.machine.lease is LeaseStage.FREE
+    out = shell.to(0.0)
+    assert [a.take for a in out if isinstance(a, m.TakeLease)] == [held + 1]
 
 
 def test_a_lost_session_terminates_runs_and_forgets_the_lease() -> None:
     shell = Shell(spec(), updated_at=T0)
     shell.join()
-    shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    shell.lease(m.LeaseOutcome.TAKEN)
     shell.to(0.0)
     shell.run(at(0))
     out = shell.feed(shell.machine.session_lost(shell.now))
@@ -458,7 +495,7 @@ def test_a_paused_job_fires_nothing() -> None:
 def test_a_trigger_of_a_running_skip_job_runs_once_after_the_run() -> None:
     shell = Shell(spec(schedule="0 * * * * *"), updated_at=T0)
     shell.join()
-    shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    shell.lease(m.LeaseOutcome.TAKEN)
     shell.to(0.0)
     shell.run(at(0))
     shell.now = T0 + 5.5
@@ -472,7 +509,7 @@ def test_a_trigger_of_a_running_skip_job_runs_once_after_the_run() -> None:
 def test_a_trigger_taken_as_the_job_moves_is_handed_back() -> None:
     shell = Shell(spec(schedule="0 * * * * *"), updated_at=T0)
     shell.join()
-    shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    shell.lease(m.LeaseOutcome.TAKEN)
     shell.to(0.0)
     shell.run(at(0))
     shell.give(m.Triggered("t-1"))
@@ -486,15 +523,15 @@ def test_a_lease_held_between_runs_leaves_the_instants_to_a_catchup() -> None:
     the catch-up policy (`all` runs them, in order)."""
     shell = Shell(spec(catchup="all"), updated_at=T0 - 0.5)
     shell.join()
-    shell.give(m.LeaseAnswered(m.LeaseOutcome.BUSY, holder="dead", running=False))
+    shell.lease(m.LeaseOutcome.BUSY, holder="dead", running=False)
     shell.to(0.0)
     shell.now = T0 + 1.0
-    shell.give(m.LeaseAnswered(m.LeaseOutcome.BUSY, holder="dead", running=False))
+    shell.lease(m.LeaseOutcome.BUSY, holder="dead", running=False)
     assert not shell.skips(m.SkipReason.STILL_RUNNING)
     assert [a.event for a in shell.of(m.Warn)] == ["lease-wait"]  # type: ignore[attr-defined]
     shell.to(1.0)
     shell.now = T0 + 1.5
-    out = shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    out = shell.lease(m.LeaseOutcome.TAKEN)
     assert m.ReadHistory("job") in out
     shell.give(m.HistoryRead(()))
     claimed = [(c.instant, c.kind) for c in shell.of(m.Claim)]  # type: ignore[attr-defined]
@@ -530,8 +567,8 @@ def test_a_claim_in_flight_at_a_graceful_stop_still_starts(overlap: str) -> None
     core.table_changed({"a": (spec(name="a", overlap=overlap), T0)}, T0 - 0.5)
     out = core.view_changed(SESSION, lambda _n, _s: True, T0 - 0.5)
     if overlap == "skip":
-        assert m.TakeLease("a", 0.0) in out
-        core.handle("a", m.LeaseAnswered(m.LeaseOutcome.TAKEN), T0 - 0.4)
+        assert m.TakeLease("a", 0.0, 1) in out
+        core.handle("a", m.LeaseAnswered(m.LeaseOutcome.TAKEN, 1), T0 - 0.4)
     out = core.handle("a", m.Tick(), T0 + 0.01)
     assert [a.instant for a in out if isinstance(a, m.Claim)] == [at(0)]
     out = core.stop(T0 + 0.02)
@@ -568,10 +605,10 @@ def test_a_catchup_that_waited_past_its_window_for_the_lease_is_recorded_not_run
     shell.now = T0 + 4.5
     shell.join()
     shell.give(m.HistoryRead((at(-10),)))
-    shell.give(m.LeaseAnswered(m.LeaseOutcome.BUSY, holder="old", running=True))
+    shell.lease(m.LeaseOutcome.BUSY, holder="old", running=True)
     shell.to(4.6)
     shell.now = T0 + 9.3
-    out = shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    out = shell.lease(m.LeaseOutcome.TAKEN)
     assert at(0) not in claims(out)
     assert m.RecordSkip("job", at(0), "scheduled", m.SkipReason.OUTSIDE_CATCHUP_WINDOW) in out
 
@@ -585,7 +622,7 @@ def test_an_instant_due_while_the_last_catchup_runs_goes_behind_it_with_all() ->
     shell.now = T0 - 0.02
     shell.join()
     shell.give(m.HistoryRead((at(-3),)))
-    shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    shell.lease(m.LeaseOutcome.TAKEN)
     shell.run(at(-2))
     shell.finish(at(-2))
     shell.run(at(-1))  # the catch-up's last instant, running
@@ -625,7 +662,7 @@ def catching_up_with_all(since: float) -> Shell:
     shell.now = T0 - 0.2
     shell.join()
     shell.give(m.HistoryRead(()))
-    shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    shell.lease(m.LeaseOutcome.TAKEN)
     return shell
 
 
@@ -667,7 +704,7 @@ def test_an_instant_due_while_the_catchup_is_planned_is_part_of_it_with_all() ->
     shell.now = T0 + 0.1
     shell.give(m.HistoryRead(()))
     shell.now = T0 + 1.5  # the lease comes late
-    shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    shell.lease(m.LeaseOutcome.TAKEN)
     for instant in (at(-2), at(-1), at(0)):
         assert instant in claims(shell.actions)
         shell.run(instant)
@@ -678,7 +715,7 @@ def test_an_instant_due_while_the_catchup_is_planned_is_part_of_it_with_all() ->
 def test_an_instant_skipped_behind_a_claim_is_recorded_once_that_claim_runs() -> None:
     shell = Shell(spec(), updated_at=T0 - 0.5)
     shell.join()
-    shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    shell.lease(m.LeaseOutcome.TAKEN)
     assert claims(shell.to(0.0)) == [at(0)]
     out = shell.to(1.0)  # due while at(0)'s claim is on its way
     assert shell.skips(m.SkipReason.STILL_RUNNING) == [at(1)]
@@ -696,7 +733,7 @@ def test_an_instant_skipped_behind_a_claim_that_contact_lost_is_caught_up() -> N
     catch-up, with at(0)."""
     shell = Shell(spec(catchup="all"), updated_at=T0 - 0.5)
     shell.join()
-    shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    shell.lease(m.LeaseOutcome.TAKEN)
     shell.to(0.0)
     shell.to(1.0)
     assert shell.skips(m.SkipReason.STILL_RUNNING) == [at(1)]
@@ -706,7 +743,7 @@ def test_an_instant_skipped_behind_a_claim_that_contact_lost_is_caught_up() -> N
     shell.feed(shell.machine.set_session(SESSION, shell.now))
     shell.give(m.ClaimAnswered(at(0), m.ClaimOutcome.ABSENT))
     shell.give(m.HistoryRead(()))
-    shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    shell.lease(m.LeaseOutcome.TAKEN)
     assert not shell.of(m.RecordSkip)
     assert [(c.instant, c.kind) for c in shell.of(m.Claim)][1:] == [(at(0), "catchup")]  # type: ignore[attr-defined]
     shell.run(at(0))
@@ -722,7 +759,7 @@ def test_a_trigger_goes_before_the_rest_of_a_long_catchup() -> None:
     shell.now = T0 + 0.1
     shell.join()
     shell.give(m.HistoryRead(()))
-    shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    shell.lease(m.LeaseOutcome.TAKEN)
     first = shell.of(m.Claim)[0].instant  # type: ignore[attr-defined]
     shell.run(first)
     shell.now = T0 + 0.6
@@ -749,7 +786,7 @@ def test_a_jitter_longer_than_the_period_never_starts_a_missed_instant_after_its
     shell.join()
     if shell.of(m.ReadHistory):
         shell.give(m.HistoryRead(()))
-    shell.give(m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+    shell.lease(m.LeaseOutcome.TAKEN)
     claimed_at: dict[datetime, float] = {c: shell.now for c in claims(shell.actions)}
     for instant in list(claimed_at):
         shell.run(instant)

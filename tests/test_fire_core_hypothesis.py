@@ -40,7 +40,8 @@ class AdversarialShell(RuleBasedStateMachine):
         self.started: list[datetime] = []
         self.running: set[datetime] = set()
         self.withdraws: list[datetime] = []  # withdrawals waiting for an answer
-        self.leases = 0  # lease takes waiting for an answer
+        self.takes: list[int] = []  # lease takes waiting for an answer (stale ones too)
+        self.held: set[int] = set()  # takes whose lock the shell holds for the machine
         self.reads: list[type] = []
         self.token = 100
         self.apply(self.machine.set_session(1, self.now))
@@ -55,8 +56,11 @@ class AdversarialShell(RuleBasedStateMachine):
                     assert instant in self.created, "withdrew what is not a claim of ours"
                     assert instant not in self.started, "withdrew a claim whose run started"
                     self.withdraws.append(instant)
-                case m.TakeLease():
-                    self.leases += 1
+                case m.TakeLease(_, _, take):
+                    self.takes.append(take)
+                case m.GiveBackLease(_, take):
+                    assert take in self.held, "gave back a lock the shell does not hold"
+                    self.held.discard(take)
                 case m.ReadHistory():
                     self.reads.append(m.HistoryRead)
                 case m.ReadRanges():
@@ -107,11 +111,20 @@ class AdversarialShell(RuleBasedStateMachine):
             self.created.discard(instant)  # the record is gone: the path may be created again
         self.apply(self.machine.handle(m.Withdrawn(instant, done), self.now))
 
-    @precondition(lambda self: self.leases)
-    @rule(outcome=st.sampled_from(list(m.LeaseOutcome)))
-    def answer_the_lease(self, outcome: m.LeaseOutcome) -> None:
-        self.leases -= 1
-        self.apply(self.machine.handle(m.LeaseAnswered(outcome, "x"), self.now))
+    @precondition(lambda self: self.takes)
+    @rule(data=st.data(), outcome=st.sampled_from(list(m.LeaseOutcome)))
+    def answer_a_lease_take(self, data: st.DataObject, outcome: m.LeaseOutcome) -> None:
+        """Any take, the newest or one given up before (answers come late, in any order)."""
+        take = self.takes.pop(data.draw(st.integers(0, len(self.takes) - 1)))
+        if outcome is m.LeaseOutcome.TAKEN:
+            self.held.add(take)
+        self.apply(self.machine.handle(m.LeaseAnswered(outcome, take, "x"), self.now))
+
+    @precondition(lambda self: self.held)
+    @rule(data=st.data())
+    def a_held_lock_vanishes(self, data: st.DataObject) -> None:
+        take = sorted(self.held)[data.draw(st.integers(0, len(self.held) - 1))]
+        self.apply(self.machine.handle(m.LeaseGone(take), self.now))
 
     @precondition(lambda self: self.reads)
     @rule(ok=st.booleans())
@@ -135,7 +148,7 @@ class AdversarialShell(RuleBasedStateMachine):
 
     @rule()
     def the_session_is_lost(self) -> None:
-        self.leases = 0  # the shell drops what it was doing with the old session's locks
+        self.held.clear()  # the shell gives the old session's locks up; takes may answer
         self.apply(self.machine.session_lost(self.now))
         self.apply(self.machine.set_session(1, self.now))
 
@@ -160,6 +173,11 @@ class AdversarialShell(RuleBasedStateMachine):
     @invariant()
     def each_instant_starts_once(self) -> None:
         assert len(self.started) == len(set(self.started))
+
+    @invariant()
+    def a_held_lease_is_a_lock_the_shell_holds(self) -> None:
+        if self.machine.lease is LeaseStage.HELD:
+            assert self.machine._take in self.held, "believes it holds a lock given back"
 
 
 AdversarialShell.TestCase.settings = settings(

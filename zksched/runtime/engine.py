@@ -55,7 +55,7 @@ class _Sends:
     takes with their lock folders made first (fire_io.py)."""
 
     claims: list[m.Claim] = field(default_factory=list)
-    takes: list[tuple[str, float]] = field(default_factory=list)
+    takes: list[tuple[str, float, int]] = field(default_factory=list)
 
 
 class FireEngine:
@@ -314,10 +314,10 @@ class FireEngine:
                     self.io.read_history(job)
                 case m.ReadRanges(job, instants):
                     self.io.read_ranges(job, instants)
-                case m.TakeLease(job, wait):
-                    sends.takes.append((job, wait))
-                case m.GiveBackLease(job):
-                    self.io.leases.give_back(job)
+                case m.TakeLease(job, wait, take):
+                    sends.takes.append((job, wait, take))
+                case m.GiveBackLease(job, take):
+                    self.io.leases.give_back(job, take)
                 case m.Claim():
                     sends.claims.append(action)
                     if action.kind == "catchup":

@@ -236,26 +236,26 @@ class FireIO:
 
     # -- leases --------------------------------------------------------------------------------
 
-    def take_leases(self, takes: list[tuple[str, float]], session: int) -> None:
-        """The leases the core asked for in one step (job, wait). Jobs never fired here get
+    def take_leases(self, takes: list[tuple[str, float, int]], session: int) -> None:
+        """The leases the core asked for in one step (job, wait, take). Jobs never fired here get
         their lock and fire folders first, all pipelined in one round trip: a burst of
         first fires then waits for no folder of its own."""
-        jobs = [job for job, _ in takes]
+        jobs = [job for job, _, _ in takes]
         if self.leases.folders_known(jobs):
-            for job, wait in takes:
-                self.leases.take(job, wait, session)
+            for job, wait, take in takes:
+                self.leases.take(job, wait, take, session)
             return
         self._submit(self._take_leases, takes, session)
 
-    def _take_leases(self, takes: list[tuple[str, float]], session: int) -> None:
-        jobs = [job for job, _ in takes]
+    def _take_leases(self, takes: list[tuple[str, float, int]], session: int) -> None:
+        jobs = [job for job, _, _ in takes]
         try:
             self.leases.ensure_folders(jobs)
             self.pruner.made_empty(self.claims.ensure_folders(jobs))
         except Exception as exc:  # each take and claim makes its own folder then
             log.debug("folders of %d jobs not made ahead (%s)", len(jobs), type(exc).__name__)
-        for job, wait in takes:
-            self.leases.take(job, wait, session)
+        for job, wait, take in takes:
+            self.leases.take(job, wait, take, session)
 
     # -- results and skip records -------------------------------------------------------------
 

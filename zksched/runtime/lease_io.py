@@ -53,7 +53,7 @@ class LeaseIO:
         self._holder_runs = holder_runs
         self._lockers = ThreadPoolExecutor(LOCK_THREADS, thread_name_prefix="zksched-lock")
         self._mutex = threading.Lock()
-        self._locks: dict[str, JobLock] = {}
+        self._locks: dict[tuple[str, int], JobLock] = {}  # (job, take) -> held lock
         self._leftovers: list[str] = []  # lock nodes to delete once connected
         self._orphans: set[str] = set()  # jobs whose failed take may have left a contender
         self._releasing: list[JobLock] = []  # given back, their nodes not deleted yet
@@ -67,10 +67,10 @@ class LeaseIO:
         """Make the jobs' lock folders not known to exist, pipelined (blocks: a pool thread)."""
         ensure_lock_folders(self._client, self._paths, jobs, self.registry, self._timeout)
 
-    def take(self, job: str, wait: float, session: int) -> None:
-        self._lockers.submit(self._guard, self._take_lease, job, wait, session)
+    def take(self, job: str, wait: float, take: int, session: int) -> None:
+        self._lockers.submit(self._guard, self._take_lease, job, wait, take, session)
 
-    def _take_lease(self, job: str, wait: float, session: int) -> None:
+    def _take_lease(self, job: str, wait: float, take: int, session: int) -> None:
         lock = JobLock(
             self._client, self._paths, job, self._member_id, session,
             self._timeout, self.registry,
@@ -82,24 +82,24 @@ class LeaseIO:
             attempt = LockAttempt.UNKNOWN
         if attempt is LockAttempt.ACQUIRED:
             with self._mutex:
-                self._locks[job] = lock
-            lock.on_lost(lambda: self._post(job, m.LeaseGone()))
-            self._post(job, m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+                self._locks[job, take] = lock
+            lock.on_lost(lambda: self._post(job, m.LeaseGone(take)))
+            self._post(job, m.LeaseAnswered(m.LeaseOutcome.TAKEN, take))
             return
         if lock.may_leave_orphan or attempt is LockAttempt.UNKNOWN:
             with self._mutex:
                 self._orphans.add(job)
         if attempt is LockAttempt.HELD:
             running = self._holder_runs(job)
-            self._post(job, m.LeaseAnswered(m.LeaseOutcome.BUSY, lock.holder(), running))
+            self._post(job, m.LeaseAnswered(m.LeaseOutcome.BUSY, take, lock.holder(), running))
         else:
-            self._post(job, m.LeaseAnswered(m.LeaseOutcome.UNKNOWN))
+            self._post(job, m.LeaseAnswered(m.LeaseOutcome.UNKNOWN, take))
 
-    def give_back(self, job: str) -> None:
-        """Give the job's lock up. Locks given back together (a burst's runs ending) are
-        deleted together: one transaction of up to `RELEASE_BATCH` nodes."""
+    def give_back(self, job: str, take: int) -> None:
+        """Give up the lock that `take` got. Locks given back together (a burst's runs
+        ending) are deleted together: one transaction of up to `RELEASE_BATCH` nodes."""
         with self._mutex:
-            lock = self._locks.pop(job, None)
+            lock = self._locks.pop((job, take), None)
         if lock is None:
             return
         lock.on_lost(None)
@@ -154,7 +154,8 @@ class LeaseIO:
         """Delete leftover lock nodes and orphaned contenders (called while connected)."""
         with self._mutex:
             nodes, self._leftovers = self._leftovers, []
-            jobs = sorted(j for j in self._orphans if j not in self._locks)
+            held = {job for job, _ in self._locks}
+            jobs = sorted(j for j in self._orphans if j not in held)
         if nodes:
             self._delete_nodes(nodes)
         tag = member_tag(self._member_id)

@@ -11,7 +11,8 @@ class AnswerHandling(JobState):
     def _take_lease(self, wait: float) -> None:
         self._lease_to(LeaseStage.TAKING)
         wait = min(max(wait, 0.0), self.tunables.lease_wait_max)
-        self._out.append(m.TakeLease(self.spec.name, wait))
+        self._take = next(self._takes)
+        self._out.append(m.TakeLease(self.spec.name, wait, self._take))
 
     def _retry(self, fire: Fire, now: float) -> None:
         fire.retry_at = NEVER
@@ -30,10 +31,11 @@ class AnswerHandling(JobState):
             self._attempt_again(fire, now)
 
     def _lease_answered(self, event: m.LeaseAnswered, now: float) -> None:
-        if self.lease is not LeaseStage.TAKING:
-            # the session went while the take was on its way: whatever it got is not ours
+        if self.lease is not LeaseStage.TAKING or event.take != self._take:
+            # a take given up (the session went while it was on its way) answers late:
+            # whatever it got is not ours, and only its own node goes back
             if event.outcome is m.LeaseOutcome.TAKEN:
-                self._out.append(m.GiveBackLease(self.spec.name))
+                self._out.append(m.GiveBackLease(self.spec.name, event.take))
             return
         fire = next((f for f in self.fires.values() if f.stage is FireStage.LEASING), None)
         if event.outcome is m.LeaseOutcome.TAKEN:
@@ -85,9 +87,12 @@ class AnswerHandling(JobState):
         self._gap = fire.instant if self._gap is None else min(self._gap, fire.instant)
         self._trigger_again(fire)
 
-    def _lease_gone(self) -> None:
+    def _lease_gone(self, event: m.LeaseGone) -> None:
+        if self.lease is not LeaseStage.HELD or event.take != self._take:
+            return  # a lock given back or given up already
         self._lease_to(LeaseStage.FREE)
         self._give_back = False
+        self._out.append(m.GiveBackLease(self.spec.name, event.take))  # the shell forgets it
         if self.spec.overlap == "skip":
             self._give_up_retries("the job's lease vanished")
         if self.tunables.on_session_loss == "terminate":

@@ -101,7 +101,7 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
             case m.LeaseAnswered():
                 self._lease_answered(event, now)
             case m.LeaseGone():
-                self._lease_gone()
+                self._lease_gone(event)
             case m.ClaimAnswered():
                 self._claim_answered(event, now)
             case m.Withdrawn():
@@ -148,7 +148,7 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
         if self._give_back and self.lease is LeaseStage.HELD and not self._lease_in_use():
             self._give_back = False
             self._lease_to(LeaseStage.FREE)
-            self._out.append(m.GiveBackLease(self.spec.name))
+            self._out.append(m.GiveBackLease(self.spec.name, self._take))
         wake = self._wake(now)
         if wake != self.wake_at:
             self.wake_at = wake

@@ -9,6 +9,7 @@ back looks back far enough.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping
 
 from zksched.core.fire import model as m
@@ -31,6 +32,7 @@ class MemberFireCore:
         self._owns: Owns = _owns_nothing
         self._last_active: dict[str, float] = {}
         self._stopping = False
+        self._takes = itertools.count(1)  # lease take ids, unique on this member
 
     @property
     def session(self) -> int | None:
@@ -86,7 +88,7 @@ class MemberFireCore:
         machine = self.jobs.get(job)
         if machine is None:
             if isinstance(event, m.LeaseAnswered) and event.outcome is m.LeaseOutcome.TAKEN:
-                return [m.GiveBackLease(job)]  # taken after the session went: not kept
+                return [m.GiveBackLease(job, event.take)]  # taken after it was given up
             if isinstance(event, m.Triggered):
                 return [m.ReturnTrigger(job, event.trigger_id)]  # taken as the job moved
             if isinstance(event, m.Tick | m.HistoryRead | m.RangesRead):
@@ -120,7 +122,7 @@ class MemberFireCore:
                 if not mine:
                     continue
                 since = self._last_active.get(name)
-                machine = JobFireMachine(spec, updated_at, self.tunables, since)
+                machine = JobFireMachine(spec, updated_at, self.tunables, since, self._takes)
                 self.jobs[name] = machine
                 out += machine.set_session(self._session, now)
             if machine.owned != mine:

@@ -65,7 +65,11 @@ class RangesRead:
 
 @dataclass(frozen=True, slots=True)
 class LeaseAnswered:
+    """The answer to the `TakeLease` with the same `take` (an answer may arrive after the
+    core gave that take up and sent another: only the id tells them apart)."""
+
     outcome: LeaseOutcome
+    take: int
     holder: str | None = None  # who holds it, when busy (for the log)
     # with BUSY: the job's newest record says a run is going (else the holder lingers
     # between runs, or died and its session has not expired yet)
@@ -74,7 +78,9 @@ class LeaseAnswered:
 
 @dataclass(frozen=True, slots=True)
 class LeaseGone:
-    """Our lease's lock node vanished while we held it."""
+    """The lock node that `take` got vanished while we held it."""
+
+    take: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,11 +170,15 @@ class ReadRanges:
 class TakeLease:
     job: str
     wait: float  # how long the shell may wait for another holder to let go (0: not at all)
+    take: int  # unique on this member: echoed by the answer, named by `GiveBackLease`
 
 
 @dataclass(frozen=True, slots=True)
 class GiveBackLease:
+    """Give up exactly the lock node that `take` got (never another take's)."""
+
     job: str
+    take: int
 
 
 @dataclass(frozen=True, slots=True)

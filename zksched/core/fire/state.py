@@ -5,7 +5,9 @@ the small steps they share (`job.py` is the machine; `planning.py` plans catch-u
 from __future__ import annotations
 
 import enum
+import itertools
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import NoReturn
@@ -76,12 +78,17 @@ class JobState:
         updated_at: float,
         tunables: m.FireTunables,
         last_active: float | None = None,
+        takes: Iterator[int] | None = None,
     ) -> None:
         self.spec = spec
         self.updated_at = updated_at
         self.tunables = tunables
         self.phase = JobPhase.INACTIVE
         self.lease = LeaseStage.FREE
+        # lease takes are numbered member-wide (a forgotten machine's take may still answer):
+        # `_take` is the newest; TAKING waits for its answer, HELD holds what it got
+        self._takes = takes if takes is not None else itertools.count(1)
+        self._take = 0
         self.owned = False
         self.session: int | None = None
         # counts this member's losses of contact: a fire claimed in an earlier epoch was

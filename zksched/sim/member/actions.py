@@ -45,10 +45,10 @@ class FireActions(MemberBase):
                 self._read_history(job)
             case m.ReadRanges(job, instants):
                 self._read_ranges(job, instants)
-            case m.TakeLease(job, wait):
-                self._take_lease(job, self.world.t + wait)
-            case m.GiveBackLease(job):
-                path = self.locks.pop(job, None)
+            case m.TakeLease(job, wait, take):
+                self._take_lease(job, take, self.world.t + wait)
+            case m.GiveBackLease(job, take):
+                path = self.locks.pop((job, take), None)
                 if path is not None:
                     self._delete_lock(path)
             case m.Claim(job, instant, kind, late):

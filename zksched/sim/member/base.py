@@ -54,8 +54,9 @@ class MemberBase(ABC):
         self.table: dict[str, tuple[JobSpec, float]] = {}
         self.owners = OwnerTable()
         self.nonces: dict[tuple[str, datetime], str] = {}
-        self.locks: dict[str, str] = {}  # job -> our contender node, once held
-        self.taking: set[str] = set()  # jobs whose lease is being taken
+        self.locks: dict[tuple[str, int], str] = {}  # (job, take) -> our node, once held
+        # (job, take) of takes under way -> their contender node, once created
+        self.taking: dict[tuple[str, int], str | None] = {}
         self.leftovers: set[str] = set()  # lock nodes to delete once connected
         self.runs: dict[tuple[str, datetime], Run] = {}
         self.timers: dict[str, float] = {}
@@ -92,7 +93,7 @@ class MemberBase(ABC):
         """(actions) Tell the fire core what happened to one of its job's fires."""
 
     @abstractmethod
-    def _take_lease(self, job: str, give_up: float) -> None:
+    def _take_lease(self, job: str, take: int, give_up: float) -> None:
         """(lease) Take the job's lease, waiting for our turn until `give_up`."""
 
     @abstractmethod

@@ -1,9 +1,9 @@
 """The job lease, as kazoo's lock recipe: a sequential contender node per taker, in order.
 
 The lowest contender holds the lease. A contender whose create reply was lost may have
-landed: it is found by our session and deleted. A contender that could not be deleted (the
-connection was lost) is kept as a leftover, deleted once connected again.
-"""
+landed: it is found by our session (held by no take, used by none under way) and deleted.
+A contender that could not be deleted (the connection was lost) is kept as a leftover,
+deleted once connected again. Every take has an id that its answer echoes."""
 
 from __future__ import annotations
 
@@ -19,56 +19,61 @@ from zksched.sim.zkmodel import NoNode, ZkError, ZkModel
 class JobLease(MemberBase):
     """Taking, holding and giving back job leases (a part of `SimMember`)."""
 
-    def _take_lease(self, job: str, give_up: float) -> None:
+    def _take_lease(self, job: str, take: int, give_up: float) -> None:
         session = self.session or 0
         folder = f"/locks/{job}"
-        self.taking.add(job)
+        self.taking[job, take] = None
 
         def create(zk: ZkModel) -> str:
-            # a contender of ours left by a take whose reply was lost goes first (kazoo's
-            # Lock finds its own node by a unique prefix the same way)
-            for path in zk.ephemerals_of(session):
-                if path.startswith(folder + "/"):
-                    zk.delete(session, path)
+            self._clear_orphans(zk, session, job)  # a lost create's contender goes first
             return zk.create(session, f"{folder}/{self.name}-", b"", True, True, True)
 
         def created(result: Any) -> None:
             if isinstance(result, ZkError):
-                self.taking.discard(job)
+                self.taking.pop((job, take), None)
                 if isinstance(result, ConnectionLoss):
                     self.world.after(RETRY, self._orphan_check, job)
-                self._event(job, m.LeaseAnswered(m.LeaseOutcome.UNKNOWN))
+                self._event(job, m.LeaseAnswered(m.LeaseOutcome.UNKNOWN, take))
                 return
-            self._lease_turn(job, result, give_up)
+            self.taking[job, take] = result
+            self._lease_turn(job, take, result, give_up)
 
         self._call(create, created)
 
-    def _lease_turn(self, job: str, path: str, give_up: float) -> None:
+    def _lease_turn(self, job: str, take: int, path: str, give_up: float) -> None:
         session = self.session or 0
         folder = f"/locks/{job}"
 
         def listed(result: Any) -> None:
             if isinstance(result, ZkError):
-                self.taking.discard(job)
+                self.taking.pop((job, take), None)
                 self._delete_lock(path)  # our contender would block the job (kazoo #732)
-                self._event(job, m.LeaseAnswered(m.LeaseOutcome.UNKNOWN))
+                self._event(job, m.LeaseAnswered(m.LeaseOutcome.UNKNOWN, take))
                 return
             order = sorted(result, key=lambda n: n.rsplit("-", 1)[1])
             if order and f"{folder}/{order[0]}" == path:
-                self.taking.discard(job)
-                self.locks[job] = path
-                self._event(job, m.LeaseAnswered(m.LeaseOutcome.TAKEN))
+                self.taking.pop((job, take), None)
+                self.locks[job, take] = path
+                self._event(job, m.LeaseAnswered(m.LeaseOutcome.TAKEN, take))
             elif self.world.t + 0.1 < give_up:
-                self.world.after(0.1, self._lease_turn, job, path, give_up)
+                self.world.after(0.1, self._lease_turn, job, take, path, give_up)
             else:
-                self.taking.discard(job)
+                self.taking.pop((job, take), None)
                 self._delete_lock(path)
                 holder = order[0].rsplit("-", 1)[0] if order else None
                 self._call(lambda zk: self._holder_runs(zk, job),
                            lambda r: self._event(job, m.LeaseAnswered(
-                               m.LeaseOutcome.BUSY, holder, r is not False)))
+                               m.LeaseOutcome.BUSY, take, holder, r is not False)))
 
         self._call(lambda zk: zk.get_children(session, folder), listed)
+
+    def _clear_orphans(self, zk: ZkModel, session: int, job: str) -> None:
+        """Delete our contenders for `job` that no take of ours holds or waits with (the
+        real shell tells them apart by the tags of its live lock attempts)."""
+        live = set(self.locks.values()) | {p for p in self.taking.values() if p is not None}
+        for path in zk.ephemerals_of(session):
+            if path.startswith(f"/locks/{job}/") and path not in live:
+                zk.delete(session, path)
 
     def _holder_runs(self, zk: ZkModel, job: str) -> bool:
         """Whether the job's newest record says a run is going."""
@@ -91,14 +96,7 @@ class JobLease(MemberBase):
             if isinstance(result, ConnectionLoss):
                 self.world.after(RETRY, self._orphan_check, job)
 
-        def clear(zk: ZkModel) -> None:
-            if job in self.taking or job in self.locks:
-                return  # taken again since: that take clears what it finds
-            for path in zk.ephemerals_of(session):
-                if path.startswith(f"/locks/{job}/"):
-                    zk.delete(session, path)
-
-        self._call(clear, done)
+        self._call(lambda zk: self._clear_orphans(zk, session, job), done)
 
     def _delete_lock(self, path: str) -> None:
         session = self.session or 0
