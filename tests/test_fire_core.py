@@ -328,7 +328,10 @@ def test_a_claim_answered_after_contact_was_lost_waits_and_is_withdrawn_once_con
     assert not shell.of(m.Start) and not shell.skips(m.SkipReason.NOT_CONNECTED)
 
 
-@pytest.mark.parametrize("moved", ["before the plan", "after the plan", "while away again"])
+@pytest.mark.parametrize(
+    "moved",
+    ["before the plan", "after the plan", "while away again", "before the withdrawal's answer"],
+)
 def test_a_withdrawn_instant_is_recorded_if_the_job_moves_before_its_catchup_claims_it(
     moved: str,
 ) -> None:
@@ -336,12 +339,16 @@ def test_a_withdrawn_instant_is_recorded_if_the_job_moves_before_its_catchup_cla
     job was moving to a member that had just joined; that member's history read still saw
     the claim (its record), and the withdrawing member lost the job before its own catch-up
     ran: no record, no run. Leaving, it records the instant (not-connected); a record made
-    meanwhile by the new owner wins (the create finds it)."""
+    meanwhile by the new owner wins (the create finds it). Seed 1824: the job moved while
+    the withdrawal was on its way."""
     shell = cut_with_a_claim_in_flight(catchup="latest", overlap="skip")
     shell.feed(shell.machine.session_lost(shell.now))  # the lease went with the session
     shell.give(m.ClaimAnswered(at(0), m.ClaimOutcome.CREATED, 3))
     shell.now = T0 + 0.6
     shell.feed(shell.machine.set_session(SESSION, shell.now))
+    if moved == "before the withdrawal's answer":
+        shell.feed(shell.machine.set_owned(False, shell.now))
+        assert not shell.of(m.RecordSkip)  # the claim is still there
     shell.give(m.Withdrawn(at(0)))
     if moved == "after the plan":
         shell.give(m.HistoryRead(()))  # plans to catch at(0) up, waiting for the lease

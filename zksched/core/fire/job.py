@@ -49,8 +49,6 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
 
     def set_session(self, session: int | None, now: float) -> list[m.Action]:
         self._set_session(session)
-        if not self._active:
-            self._record_withdrawn()
         if session is not None:
             for fire in self.fires.values():
                 if fire.stage in (FireStage.UNKNOWN, FireStage.PARKED) and fire.retry_at == NEVER:
@@ -137,6 +135,10 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
         elif not self._active and self.phase in (JobPhase.ACTIVE, JobPhase.PLANNING):
             self._deactivate(now, drop_lease=not self.owned)
         self._advance(now)
+        if self._withdrawals and not self._active:
+            # the job left us (or went before the withdrawal was answered): a changed job
+            # stays active, and its re-plan sees them
+            self._record_withdrawn()
         if self._unrecorded and not self.holding:  # the claim that held the job settled
             self._record_still_running()
         if self._triggers and self.phase is JobPhase.DELETED:
@@ -159,8 +161,6 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
 
     def _deactivate(self, now: float, drop_lease: bool) -> None:
         self._give_up_retries("the job is no longer active here")
-        if not self._active:  # leaving us (not a change of the job: its re-plan sees them)
-            self._record_withdrawn()
         leasing = [f for f in self.fires.values() if f.stage is FireStage.LEASING]
         if self.phase in (JobPhase.ACTIVE, JobPhase.PLANNING):
             # the next catch-up here looks back to the oldest instant that may be left
@@ -190,6 +190,8 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
         """Record (skipped, not-connected) the withdrawn instants no catch-up of ours has
         claimed or recorded, once we can: the job is leaving us, and its next owner may have
         read the withdrawn claim as the instant's record (a record made since wins)."""
+        if self.phase is JobPhase.DELETED:
+            self._withdrawals.clear()  # nothing of a deleted job is recorded
         if self.session is None:
             return  # once connected again
         for instant in sorted(self._withdrawals):
