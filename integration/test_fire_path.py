@@ -403,7 +403,11 @@ def test_catchup_policies_after_an_outage(zk: str, client_id: str, tmp_path: Pat
         ]
 
     # done when `all` has run its four (a busy machine takes longer); `none` had as long
-    log.wait_for(lambda: all(len(caught(p)) >= n for p, n in CATCHUP_EXPECTED.items()), 20)
+    try:
+        log.wait_for(lambda: all(len(caught(p)) >= n for p, n in CATCHUP_EXPECTED.items()), 60)
+    except AssertionError as exc:
+        got = {p: caught(p) for p in CATCHUP_EXPECTED}
+        raise AssertionError(f"{exc}; caught up by the second daemon: {got}") from None
     time.sleep(0.5)  # anything more would show up now
     second.stop()
     for policy, expect in CATCHUP_EXPECTED.items():

@@ -113,7 +113,8 @@ def test_a_failed_render_fails_that_request_and_the_next_one_renders_again() -> 
 
 def test_keep_warm_renders_each_max_age_while_asked_and_stops_after() -> None:
     renders = Renders()
-    shared = SharedRender("t", renders, max_age=0.05, stale_max=5.0, keep_warm=0.3, cpu_share=1.0)
+    # keep_warm is long enough for four renders on a loaded machine (0.3 s was not)
+    shared = SharedRender("t", renders, max_age=0.05, stale_max=5.0, keep_warm=2.0, cpu_share=1.0)
     shared.get()
     wait_for(lambda: renders.calls >= 4)  # no request needed for these
     # nobody asks any more: after keep_warm the thread stops, and so do the renders
