@@ -310,8 +310,8 @@ class FireEngine:
                 case m.SetTimer(job, at):
                     self._timer_at[job] = at
                     heapq.heappush(self._heap, (at, job))
-                case m.ReadHistory(job):
-                    self.io.read_history(job)
+                case m.ReadHistory(job, orphans_since):
+                    self.io.read_history(job, orphans_since)
                 case m.ReadRanges(job, instants):
                     self.io.read_ranges(job, instants)
                 case m.TakeLease(job, wait, take):

@@ -39,6 +39,7 @@ from zksched.runtime.fire_tuning import CLAIM_BATCH, IO_THREADS, SKIP_RECORD_TRI
 from zksched.runtime.history_io import HistoryReads
 from zksched.runtime.lease_io import LeaseIO
 from zksched.runtime.pruning import HistoryPruner
+from zksched.runtime.redelivery_io import RedeliveryIO
 from zksched.runtime.results import ResultWriter
 from zksched.zk.claims import AlreadyClaimed, Claimed, FireClaims
 from zksched.zk.paths import ClusterPaths
@@ -76,10 +77,11 @@ class FireIO:
         self._clock = clock
         self._post = post
         self.claims = FireClaims(client, paths, settings.call_timeout)
+        self.redelivery = RedeliveryIO(client, paths, self.claims, settings.call_timeout)
         self._spec_of = spec_of
         self._triggers = Triggers(client, paths, settings.call_timeout)
         self.pruner = HistoryPruner(self.claims, clock)
-        self.history = HistoryReads(self.claims, self.pruner, post)
+        self.history = HistoryReads(self.claims, self.pruner, post, self.redelivery)
         self._io = ThreadPoolExecutor(IO_THREADS, thread_name_prefix="zksched-io")
         self._mutex = threading.Lock()
         self._records: dict[FireId, FireRecord] = {}  # our claim attempts in flight
@@ -98,8 +100,8 @@ class FireIO:
     def claim(self, claims: list[m.Claim], session: int) -> None:
         """The claims the core asked for in one step: plain ones in transactions, late
         ones one by one (each reads its fire folder first)."""
-        plain = [c for c in claims if not c.late]
-        late = [c for c in claims if c.late]
+        plain = [c for c in claims if not c.late and not self._at_least_once(c.job)]
+        late = [c for c in claims if c.late or self._at_least_once(c.job)]
         for start in range(0, len(plain), CLAIM_BATCH):
             self._submit(self._claim_batch, plain[start : start + CLAIM_BATCH], session)
         for claim in late:
@@ -150,19 +152,25 @@ class FireIO:
             if known:  # a batch whose outcome is unknown: did this one land?
                 found = self.claims.resolve(record)
                 if found is None:
-                    found = self._create(record, claim.late)
+                    found = self._create(record, claim)
             else:
-                found = self._create(record, claim.late)
+                found = self._create(record, claim)
         except Exception as exc:
             log.warning("claim of %s@%s failed (%s)", job, record.scheduled, type(exc).__name__)
             self._post(job, m.ClaimAnswered(instant, m.ClaimOutcome.UNKNOWN))
             return
         self._answer(job, instant, found)
 
-    def _create(self, record: FireRecord, late: bool) -> Claimed | AlreadyClaimed:
-        if late:
+    def _create(self, record: FireRecord, claim: m.Claim) -> Claimed | AlreadyClaimed:
+        if self._at_least_once(record.job):
+            return self.redelivery.create(record, claim.attempt)
+        if claim.late:
             return self.claims.claim_late(record)
         return self.claims.claim(record)
+
+    def _at_least_once(self, job: str) -> bool:
+        spec = self._spec_of(job)
+        return spec is not None and spec.delivery == "at-least-once"
 
     def resolve(self, job: str, instant: datetime) -> None:
         self._submit(self._resolve, job, instant)
@@ -215,7 +223,10 @@ class FireIO:
             claimed = self._claimed.get((job, instant))
         if claimed is not None:
             try:
-                deleted = self.claims.withdraw(claimed)
+                if self._at_least_once(job):
+                    deleted = self.redelivery.zk.withdraw(claimed)
+                else:
+                    deleted = self.claims.withdraw(claimed)
             except Exception as exc:
                 log.warning("could not withdraw the claim of %s (%s); will retry",
                             claimed.record.fire_key, type(exc).__name__)
@@ -266,8 +277,10 @@ class FireIO:
         Best effort: the final record lists every attempt again."""
         claimed = self.claimed(job, instant)
         if claimed is not None:
+            first = claimed.record.attempt or 1  # > 1: claimed again (at-least-once)
+            earlier = [*(claimed.record.attempts or []), *earlier]
             record = claimed.record.with_changes(attempt=attempt + 1, attempts=earlier)
-            self._submit(self._note_attempt, claimed, record, attempt - 1)
+            self._submit(self._note_attempt, claimed, record, claimed.version + attempt - first)
 
     def _note_attempt(self, claimed: Claimed, record: FireRecord, version: int) -> None:
         try:
@@ -299,15 +312,29 @@ class FireIO:
             if spec is not None and self.pruner.may_prune(spec):
                 self._submit(self.pruner.prune, spec)
 
+        if self._at_least_once(action.job):
+            self._submit(self._write_with_marker, claimed, final, written)
+            return
         self._results.submit(claimed, final, written, urgent=urgent)
 
-    def _write_one(self, claimed: Claimed, record: FireRecord) -> None:
+    def _write_with_marker(
+        self, claimed: Claimed, record: FireRecord, written: Callable[[], None]
+    ) -> None:
+        if self._write_one(claimed, record):
+            written()
+
+    def _write_one(self, claimed: Claimed, record: FireRecord) -> bool:
         try:
-            self.claims.complete(claimed, record)
+            if self._at_least_once(record.job):
+                self.redelivery.complete(claimed, record)  # with its live marker's delete
+            else:
+                self.claims.complete(claimed, record)
         except Exception as exc:
             log.warning("could not record the result of %s (%s); will retry",
                         record.fire_key, type(exc).__name__)
             self._keep_unwritten(claimed, record)
+            return False
+        return True
 
     def _keep_unwritten(self, claimed: Claimed, record: FireRecord) -> None:
         with self._mutex:
@@ -361,8 +388,8 @@ class FireIO:
 
     # -- history (history_io.py) ------------------------------------------------------------
 
-    def read_history(self, job: str) -> None:
-        self._submit(self.history.read_history, job)
+    def read_history(self, job: str, orphans_since: datetime | None = None) -> None:
+        self._submit(self.history.read_history, job, orphans_since)
 
     def read_ranges(self, job: str, instants: Iterable[datetime]) -> None:
         self._submit(self.history.read_ranges, job, tuple(instants))

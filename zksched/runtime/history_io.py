@@ -12,6 +12,7 @@ from datetime import datetime
 from zksched.core.fire import model as m
 from zksched.core.firekey import format_utc, parse_utc
 from zksched.runtime.pruning import HistoryPruner
+from zksched.runtime.redelivery_io import RedeliveryIO
 from zksched.zk.claims import FireClaims
 
 log = logging.getLogger("zksched.fire")
@@ -23,15 +24,21 @@ class HistoryReads:
         claims: FireClaims,
         pruner: HistoryPruner,
         post: Callable[[str, m.JobEvent], None],
+        redelivery: RedeliveryIO | None = None,
     ) -> None:
+        self._redelivery = redelivery
         self._claims = claims
         self._pruner = pruner
         self._post = post
 
-    def read_history(self, job: str) -> None:
+    def read_history(self, job: str, orphans_since: datetime | None = None) -> None:
+        """`orphans_since`: also the job's orphaned claims (delivery = at-least-once)."""
+        orphans: tuple[tuple[datetime, int], ...] = ()
         try:
             names = self._claims.instants(job)
             horizon = self._claims.pruned_through(job)
+            if orphans_since is not None and self._redelivery is not None:
+                orphans = self._redelivery.orphans(job, orphans_since)
         except Exception as exc:
             log.warning("cannot read the history of %s yet (%s)", job, type(exc).__name__)
             self._post(job, m.HistoryRead(ok=False))
@@ -47,7 +54,7 @@ class HistoryReads:
             pruned = None if horizon is None else parse_utc(horizon)
         except ValueError:  # unreadable: anything may have been pruned
             pruned = max(instants, default=None)
-        self._post(job, m.HistoryRead(tuple(sorted(instants)), pruned))
+        self._post(job, m.HistoryRead(tuple(sorted(instants)), pruned, orphans=orphans))
 
     def read_ranges(self, job: str, instants: tuple[datetime, ...]) -> None:
         try:

@@ -48,7 +48,7 @@ class ResultWriter:
     def __init__(
         self,
         claims: FireClaims,
-        write_one: Callable[[Claimed, FireRecord], None],
+        write_one: Callable[[Claimed, FireRecord], object],
         keep_for_retry: Callable[[Claimed, FireRecord], None],
         hold: Callable[[], bool] = lambda: False,
     ) -> None:

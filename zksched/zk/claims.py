@@ -47,6 +47,7 @@ class Claimed:
     path: str
     record: FireRecord
     fencing_token: int
+    version: int = 0  # the record's version the claim left (1+ when claimed again)
 
 
 @dataclass(frozen=True)
@@ -134,14 +135,15 @@ class FireClaims:
             return Claimed(path, record.with_changes(fencing_token=stat.czxid), stat.czxid)
         raise ClaimConflict(f"the fire folder of {record.job} vanished twice while it was claimed")
 
-    def claim_late(self, record: FireRecord) -> Claimed | AlreadyClaimed:
+    def claim_late(self, record: FireRecord, marker: str | None = None) -> Claimed | AlreadyClaimed:
         """Create the record of an instant that may be older than records other members have
         run and pruned since (a retry, a catch-up, a fire handed back): only if the instant
         is newer than the job's pruning horizon, and only if the horizon did not move in
         between (the create goes with a check of the fire folder's version, which every
         prune bumps before it deletes anything). A plain create could bring a pruned
         instant back and run it twice. Refused too behind a newer record (instants are
-        claimed in order). Raises like `claim` when the outcome is unknown."""
+        claimed in order). Raises like `claim` when the outcome is unknown. `marker`: an
+        ephemeral node created with the record (at-least-once, zk/redelivery.py)."""
         folder = self._paths.job_fires(record.job)
         path = self._paths.fire(record.job, record.scheduled)
         for _ in range(LATE_CLAIM_ATTEMPTS):
@@ -166,6 +168,8 @@ class FireClaims:
             txn = self._client.transaction()
             txn.check(folder, stat.version)
             txn.create(path, record.to_json())
+            if marker is not None:
+                txn.create(marker, b"", ephemeral=True)
             txn.set_data(self._paths.fence, b"")  # its mzxid: the record's czxid
             results = wait(txn.commit_async(), self._timeout)
             if not any(isinstance(r, Exception) for r in results):
@@ -176,7 +180,7 @@ class FireClaims:
                 outcome = self.resolve(record)
                 if outcome is not None:
                     return outcome
-            if isinstance(results[2], NoNodeError):
+            if isinstance(results[-1], NoNodeError):
                 self._fence_ready = False  # the fence node was deleted: made again next time
             # the folder changed (a prune, or the job deleted and made again): read again
         raise ClaimConflict(f"{folder} kept changing while {record.scheduled} was claimed")
@@ -259,7 +263,9 @@ class FireClaims:
             log.error("fire record %s is unreadable; treating the fire as claimed", path)
             return AlreadyClaimed(None)
         if existing.nonce == record.nonce:
-            return Claimed(path, existing.with_changes(fencing_token=stat.czxid), stat.czxid)
+            # claimed again (at-least-once), the claim was a write: its zxid is the token
+            token = stat.czxid if stat.version == 0 else stat.mzxid
+            return Claimed(path, existing.with_changes(fencing_token=token), token, stat.version)
         return AlreadyClaimed(existing)
 
     def withdraw(self, claimed: Claimed) -> bool:

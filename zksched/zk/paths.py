@@ -97,6 +97,17 @@ class ClusterPaths:
     def fence(self) -> str:
         return f"{self.base}/fence"
 
+    # at-least-once jobs: an ephemeral marker per claim, alive while its claimer's session is
+    @property
+    def live(self) -> str:
+        return f"{self.base}/live"
+
+    def job_live(self, job: str) -> str:
+        return f"{self.live}/{bucket_of(job)}/{job}"
+
+    def live_marker(self, job: str, instant_utc: str, nonce: str) -> str:
+        return f"{self.job_live(job)}/{instant_node(instant_utc)}@{nonce}"
+
     @property
     def locks(self) -> str:
         return f"{self.base}/locks"

@@ -116,7 +116,9 @@ class AnswerHandling(JobState):
                 if refusal is None:
                     fire.step(Step.CREATED)
                     assert event.token is not None
-                    self._out.append(m.Start(self.spec.name, fire.instant, fire.kind, event.token))
+                    self._out.append(
+                        m.Start(self.spec.name, fire.instant, fire.kind, event.token, fire.attempt)
+                    )
                     self._record_still_running()  # this run held the job meanwhile
                 else:
                     fire.step(Step.SETTLED)

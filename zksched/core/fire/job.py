@@ -83,7 +83,11 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
         self._give_back = False
         self._set_session(None)
         for fire in self.fires.values():
-            if fire.stage in COMMAND_UP and self.tunables.on_session_loss == "terminate":
+            # at-least-once: its claim may be run again once the session is gone: never beside
+            if fire.stage in COMMAND_UP and (
+                self.tunables.on_session_loss == "terminate"
+                or self.spec.delivery == "at-least-once"
+            ):
                 self._out.append(m.Terminate(self.spec.name, fire.instant, "session lost"))
         return self._finish(now)  # deactivates: fires waiting for the lease are dropped
 
@@ -177,6 +181,7 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
             self.last_active = min([floor] + [instant.timestamp() for instant in left])
         self.phase = JobPhase.INACTIVE
         self._queue.clear()
+        self._reruns.clear()  # found again by the next planning, here or at the next owner
         self._waiting.clear()
         self._pending_plan = None
         self._plan_waits = False
@@ -328,7 +333,8 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
             fire.kind == "scheduled"
             and now - fire.instant.timestamp() >= self.tunables.late_claim_age
         )
-        self._out.append(m.Claim(self.spec.name, fire.instant, fire.kind, late))
+        fire.attempt = self._reruns.pop(fire.instant, fire.attempt)
+        self._out.append(m.Claim(self.spec.name, fire.instant, fire.kind, late, fire.attempt))
 
     def _pump(self, now: float) -> None:
         """Triggers (an operator's "now": never behind a long catch-up), then catch-up

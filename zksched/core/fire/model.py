@@ -53,6 +53,9 @@ class HistoryRead:
     instants: tuple[datetime, ...] = ()
     horizon: datetime | None = None
     ok: bool = True
+    # asked for (`ReadHistory.orphans_since`): the instants whose record is `running` while
+    # its claimer's session is gone (its live marker went with it), with the record's attempt
+    orphans: tuple[tuple[datetime, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +161,8 @@ class SetTimer:
 @dataclass(frozen=True, slots=True)
 class ReadHistory:
     job: str
+    # delivery = at-least-once: report the orphaned claims from this instant on
+    orphans_since: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +195,8 @@ class Claim:
     instant: datetime
     kind: FireKind
     late: bool
+    # > 1: claim again an orphaned record (at-least-once) whose last attempt was attempt - 1
+    attempt: int = 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,12 +42,18 @@ class CatchupPlanning(JobState):
             self.phase = JobPhase.PLANNING
             self._plan_retry = NEVER
             self._plan_waits = True
-        elif spec.paused or _latest(spec, self._plan_lower, self._plan_until) is None:
+        elif spec.paused or (
+            _latest(spec, self._plan_lower, self._plan_until) is None
+            and spec.delivery == "at-most-once"
+        ):
             self.phase = JobPhase.ACTIVE
         else:
             self.phase = JobPhase.PLANNING
             self._plan_retry = NEVER
-            self._out.append(m.ReadHistory(spec.name))
+            orphans_since = None
+            if spec.delivery == "at-least-once":
+                orphans_since = _utc(self._plan_until - spec.catchup_window)
+            self._out.append(m.ReadHistory(spec.name, orphans_since))
 
     def _history_read(self, event: m.HistoryRead, now: float) -> None:
         if (
@@ -74,6 +80,12 @@ class CatchupPlanning(JobState):
         behind = holes(schedule, recorded, lower)
         behind = unpruned(behind, event.horizon, len(recorded), max(1, spec.history))
         self._pending_plan = _Plan(plan, behind, after)
+        if spec.delivery == "at-least-once":
+            # claims whose member died before their result: run again, same fire key, next
+            # attempt (our own fires are in hand: their results are ours to write)
+            for instant, attempt in event.orphans:
+                if instant not in self.fires and instant <= limit:
+                    self._reruns[instant] = attempt + 1
         if behind:
             self._out.append(m.ReadRanges(spec.name, tuple(next_records(behind, recorded))))
         else:
@@ -124,7 +136,10 @@ class CatchupPlanning(JobState):
                         plan.skipped,
                     )
                 )
-        self._queue.extend((instant, "catchup") for instant in sorted({*refill, *plan.run}))
+        again = set(self._reruns)
+        self._queue.extend(
+            (instant, "catchup") for instant in sorted({*refill, *plan.run, *again})
+        )
         # instants that came due while the plan was made: missed by the same outage, so
         # `all` runs each of them too; otherwise only if its successor is not due by its turn
         waiting: m.FireKind = "catchup" if spec.catchup == "all" else "scheduled"
@@ -145,5 +160,6 @@ class CatchupPlanning(JobState):
         self._gap = None
         self.phase = JobPhase.INACTIVE
         self._queue.clear()
+        self._reruns.clear()
         self._activate(now)
 

@@ -120,6 +120,8 @@ class JobState:
         # leaves this member before its catch-up claims or records them, they are recorded
         # (a new owner's history read may have seen the claim before it was withdrawn)
         self._withdrawals: set[datetime] = set()
+        # at-least-once: orphaned claims queued to be run again -> the attempt they run as
+        self._reruns: dict[datetime, int] = {}
         self._active_since = 0.0  # when the job last became active here (planning began)
         self._last_run = NEVER  # how long the job's last command here ran (NEVER: unknown)
         self.wake_at = NEVER

@@ -29,6 +29,7 @@ from zksched.core.jobspec.fields import (
     OVERLAP_POLICIES,
     REQUIRED_KEYS,
     Catchup,
+    Delivery,
     Overlap,
 )
 from zksched.core.jobspec.frozenmap import FrozenMap
@@ -62,6 +63,7 @@ __all__ = [
     "RECORD_KEYS",
     "REQUIRED_KEYS",
     "Catchup",
+    "Delivery",
     "FrozenMap",
     "JobSpec",
     "JobSpecError",

@@ -34,7 +34,9 @@ MIN_HISTORY, MAX_HISTORY = 1, 1000
 
 Overlap = Literal["skip", "allow"]
 Catchup = Literal["latest", "all", "none"]
+Delivery = Literal["at-most-once", "at-least-once"]
 OVERLAP_POLICIES: tuple[Overlap, ...] = ("skip", "allow")
+DELIVERY_MODES: tuple[Delivery, ...] = ("at-most-once", "at-least-once")
 CATCHUP_POLICIES: tuple[Catchup, ...] = ("latest", "all", "none")
 
 # Every key a job (or [defaults]) may set, in the order problems are reported.
@@ -49,6 +51,7 @@ JOB_KEYS = (
     "catchup_window",
     "retries",
     "retry_backoff",
+    "delivery",
     "labels",
     "env",
     "history",
@@ -180,6 +183,10 @@ def _check_overlap(value: object) -> Overlap:
     return cast(Overlap, _choice(value, "overlap", OVERLAP_POLICIES))
 
 
+def _check_delivery(value: object) -> Delivery:
+    return cast(Delivery, _choice(value, "delivery", DELIVERY_MODES))
+
+
 def _check_catchup(value: object) -> Catchup:
     return cast(Catchup, _choice(value, "catchup", CATCHUP_POLICIES))
 
@@ -277,6 +284,7 @@ _CHECKS: dict[str, Callable[[object], Any]] = {
     "catchup_window": _check_catchup_window,
     "retries": _check_retries,
     "retry_backoff": _check_retry_backoff,
+    "delivery": _check_delivery,
     "labels": _check_labels,
     "env": _check_env,
     "history": _check_history,

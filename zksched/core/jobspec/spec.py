@@ -21,6 +21,7 @@ from zksched.core.jobspec.fields import (
     _CHECKS,
     JOB_KEYS,
     Catchup,
+    Delivery,
     Overlap,
     _check_catchup_window,
     _check_jitter,
@@ -68,6 +69,8 @@ class JobSpec:
     catchup_window: float = 3600.0
     retries: int = 0  # a failed or timed-out instant is run again up to this many times
     retry_backoff: float = 10.0  # before the first retry; doubled for each next one
+    # at-least-once: an instant whose claimer's session died before its result is run again
+    delivery: Delivery = "at-most-once"
     labels: Mapping[str, str] = field(default=_EMPTY)
     env: Mapping[str, str] = field(default=_EMPTY)
     history: int = 20
@@ -182,6 +185,8 @@ class JobSpec:
             # daemons that predate retries still read it
             record["retries"] = self.retries
             record["retry_backoff"] = _duration_text(self.retry_backoff)
+        if self.delivery != "at-most-once":
+            record["delivery"] = self.delivery  # likewise: only when asked for
         return record
 
     @classmethod
