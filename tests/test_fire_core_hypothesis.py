@@ -5,7 +5,7 @@ the rules whatever happens."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -65,6 +65,8 @@ class AdversarialShell(RuleBasedStateMachine):
                     self.reads.append(m.HistoryRead)
                 case m.ReadRanges():
                     self.reads.append(m.RangesRead)
+                case m.FindOrphans():
+                    self.reads.append(m.OrphansFound)
                 case m.Start(_, instant, kind):
                     assert instant in self.created, "started without a claim of ours"
                     assert kind == "trigger" or not self.machine.spec.paused, "started paused"
@@ -127,10 +129,21 @@ class AdversarialShell(RuleBasedStateMachine):
         self.apply(self.machine.handle(m.LeaseGone(take), self.now))
 
     @precondition(lambda self: self.reads)
-    @rule(ok=st.booleans())
-    def answer_a_read(self, ok: bool) -> None:
+    @rule(ok=st.booleans(), data=st.data())
+    def answer_a_read(self, ok: bool, data: st.DataObject) -> None:
         kind = self.reads.pop(0)
-        self.apply(self.machine.handle(kind(ok=ok), self.now))
+        if kind is m.RangesRead or not ok:
+            self.apply(self.machine.handle(kind(ok=ok), self.now))
+            return
+        # orphans: seconds of the last half minute no claim of ours has been made for
+        ago = data.draw(st.lists(st.integers(1, 30), max_size=3, unique=True))
+        second = datetime.fromtimestamp(int(self.now), UTC)
+        orphans = tuple(
+            (instant, 1)
+            for instant in sorted(second - timedelta(seconds=n) for n in ago)
+            if instant not in self.created and instant not in self.started
+        )
+        self.apply(self.machine.handle(kind(orphans=orphans), self.now))
 
     @rule(data=st.data())
     def a_command_moves_on(self, data: st.DataObject) -> None:
@@ -161,9 +174,14 @@ class AdversarialShell(RuleBasedStateMachine):
         paused=st.booleans(),
         catchup=st.sampled_from(["all", "latest", "none"]),
         jitter=st.sampled_from([0.0, 1.5]),
+        delivery=st.sampled_from(["at-most-once", "at-least-once"]),
     )
-    def the_spec_changes(self, overlap: str, paused: bool, catchup: str, jitter: float) -> None:
-        new = job(overlap=overlap, paused=paused, catchup=catchup, jitter=jitter)
+    def the_spec_changes(
+        self, overlap: str, paused: bool, catchup: str, jitter: float, delivery: str
+    ) -> None:
+        new = job(
+            overlap=overlap, paused=paused, catchup=catchup, jitter=jitter, delivery=delivery
+        )
         self.apply(self.machine.set_spec(new, self.now, self.now))
 
     @rule()

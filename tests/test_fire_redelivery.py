@@ -114,3 +114,28 @@ def test_an_orphan_past_the_window_by_its_turn_is_left_to_history() -> None:
     out = planned(shell, (at(-20),), ((at(-20), 1),))
     assert at(-20) not in claims(out)
     assert at(-20) in shell.skips(m.SkipReason.OUTSIDE_CATCHUP_WINDOW)
+
+
+def test_an_active_owner_looks_for_orphans_every_interval_and_runs_them() -> None:
+    """A member that had handed the job over dies with a run going: no takeover here, so
+    the owner finds the orphan by looking again, and runs it."""
+    shell = Shell(spec(**ALO), updated_at=T0, orphan_interval=10.0)
+    shell.join()
+    planned(shell, (), ())
+    assert not shell.of(m.FindOrphans)
+    out = shell.to(10.0)
+    (find,) = [a for a in out if isinstance(a, m.FindOrphans)]
+    assert abs((find.since - at(10.0 - 60.0)).total_seconds()) < 1.0
+    assert not [a for a in shell.to(15.0) if isinstance(a, m.FindOrphans)]  # one at a time
+    out = shell.give(m.OrphansFound(((at(-30), 1),)))
+    (claim,) = [a for a in out if isinstance(a, m.Claim) and a.instant == at(-30)]
+    assert claim.attempt == 2
+    assert [a for a in shell.to(25.5) if isinstance(a, m.FindOrphans)]  # 10 s after the answer
+
+
+def test_an_at_most_once_job_never_looks_for_orphans() -> None:
+    shell = Shell(spec(**{**ALO, "delivery": "at-most-once"}), updated_at=T0)
+    shell.join()
+    for second in range(0, 40, 5):
+        shell.to(float(second))
+    assert not shell.of(m.FindOrphans)

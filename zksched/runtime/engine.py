@@ -312,6 +312,8 @@ class FireEngine:
                     heapq.heappush(self._heap, (at, job))
                 case m.ReadHistory(job, orphans_since):
                     self.io.read_history(job, orphans_since)
+                case m.FindOrphans(job, since):
+                    self.io.find_orphans(job, since)
                 case m.ReadRanges(job, instants):
                     self.io.read_ranges(job, instants)
                 case m.TakeLease(job, wait, take):

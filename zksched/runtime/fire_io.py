@@ -391,6 +391,9 @@ class FireIO:
     def read_history(self, job: str, orphans_since: datetime | None = None) -> None:
         self._submit(self.history.read_history, job, orphans_since)
 
+    def find_orphans(self, job: str, since: datetime) -> None:
+        self._submit(self.history.find_orphans, job, since)
+
     def read_ranges(self, job: str, instants: Iterable[datetime]) -> None:
         self._submit(self.history.read_ranges, job, tuple(instants))
 

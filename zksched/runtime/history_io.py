@@ -56,6 +56,16 @@ class HistoryReads:
             pruned = max(instants, default=None)
         self._post(job, m.HistoryRead(tuple(sorted(instants)), pruned, orphans=orphans))
 
+    def find_orphans(self, job: str, since: datetime) -> None:
+        assert self._redelivery is not None
+        try:
+            orphans = self._redelivery.orphans(job, since)
+        except Exception as exc:
+            log.debug("orphans of %s not read (%s)", job, type(exc).__name__)
+            self._post(job, m.OrphansFound(ok=False))
+            return
+        self._post(job, m.OrphansFound(orphans))
+
     def read_ranges(self, job: str, instants: tuple[datetime, ...]) -> None:
         try:
             records = self._claims.read_many(job, [format_utc(i) for i in instants])

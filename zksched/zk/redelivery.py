@@ -46,6 +46,8 @@ class Redelivery:
         self._paths = paths
         self._timeout = timeout
         self._folders: set[str] = set()  # jobs whose marker folder is known to exist
+        # records read final (never `running` again): not read again while in the window
+        self._final: dict[str, set[str]] = {}
 
     def marker(self, record: FireRecord) -> str:
         return self._paths.live_marker(record.job, record.scheduled, record.nonce)
@@ -73,7 +75,9 @@ class Redelivery:
         except NoNodeError:
             markers = []
         live = {name.rsplit("@", 1)[0] for name in markers}
-        candidates = sorted(n for n in names if n >= since and n not in live)
+        final = {n for n in self._final.get(job, ()) if n >= since}
+        self._final[job] = final
+        candidates = sorted(n for n in names if n >= since and n not in live and n not in final)
         candidates = candidates[-MAX_ORPHAN_READS:]
         reads = [
             (n, self._client.get_async(self._paths.fire(job, n))) for n in candidates
@@ -87,7 +91,9 @@ class Redelivery:
                 continue  # pruned or withdrawn meanwhile
             except (ValueError, TypeError, UnicodeDecodeError):
                 continue  # unreadable: `audit` reports it; never run on a guess
-            if record.state == "running" and record.job == job and record.scheduled == name:
+            if record.state != "running":
+                final.add(name)
+            elif record.job == job and record.scheduled == name:
                 found.append(Orphan(record, stat.version))
         return found
 
@@ -143,8 +149,14 @@ class Redelivery:
         return False
 
     def withdraw(self, claimed: Claimed) -> bool:
-        """Delete our bare claim (version `claimed` left) with its marker. False: not
-        deleted (a result was written, it was claimed again, or it is gone)."""
+        """Delete our bare claim (version `claimed` left) with its marker. A claim of an
+        orphan again loses only its marker: the record, `running` with no marker, is the
+        orphan it was (its earlier attempts stay in it). False: not deleted (a result was
+        written, it was claimed again, or it is gone)."""
+        if claimed.version > 0:
+            with contextlib.suppress(NoNodeError):  # gone with an earlier session of ours
+                wait(self._client.delete_async(self.marker(claimed.record)), self._timeout)
+            return True
         txn = self._client.transaction()
         txn.delete(claimed.path, claimed.version)
         txn.delete(self.marker(claimed.record))

@@ -100,6 +100,8 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
                 self._history_read(event, now)
             case m.RangesRead():
                 self._ranges_read(event, now)
+            case m.OrphansFound():
+                self._orphans_found(event, now)
             case m.LeaseAnswered():
                 self._lease_answered(event, now)
             case m.LeaseGone():
@@ -182,6 +184,7 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
         self.phase = JobPhase.INACTIVE
         self._queue.clear()
         self._reruns.clear()  # found again by the next planning, here or at the next owner
+        self._orphans_due = NEVER
         self._waiting.clear()
         self._pending_plan = None
         self._plan_waits = False
@@ -251,6 +254,7 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
         if self.phase is JobPhase.ACTIVE:
             self._pump(now)
             self._take_ahead(now)
+            self._look_for_orphans(now)
 
     def _due(
         self, instant: datetime, kind: m.FireKind, due: float, now: float, queued: bool = False
@@ -391,6 +395,8 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
             times.append(self._plan_retry)
         if self._triggers and self.phase is JobPhase.ACTIVE:
             times.append(self._trigger_at)
+        if self.phase is JobPhase.ACTIVE:
+            times.append(self._orphans_due)
         if self._next is not None and (self.owned or self.phase is JobPhase.ACTIVE):
             times.append(self._next_due)
             if self._ahead_wanted():

@@ -91,7 +91,7 @@ class MemberFireCore:
                 return [m.GiveBackLease(job, event.take)]  # taken after it was given up
             if isinstance(event, m.Triggered):
                 return [m.ReturnTrigger(job, event.trigger_id)]  # taken as the job moved
-            if isinstance(event, m.Tick | m.HistoryRead | m.RangesRead):
+            if isinstance(event, m.Tick | m.HistoryRead | m.RangesRead | m.OrphansFound):
                 return []  # for a machine forgotten since (a timer, a read), or not ours
             if isinstance(event, m.LeaseAnswered):
                 return []

@@ -80,6 +80,14 @@ class LeaseAnswered:
 
 
 @dataclass(frozen=True, slots=True)
+class OrphansFound:
+    """The answer to `FindOrphans`: (instant, its record's attempt) of each orphan."""
+
+    orphans: tuple[tuple[datetime, int], ...] = ()
+    ok: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class LeaseGone:
     """The lock node that `take` got vanished while we held it."""
 
@@ -138,6 +146,7 @@ JobEvent = (
     | HistoryRead
     | RangesRead
     | LeaseAnswered
+    | OrphansFound
     | LeaseGone
     | ClaimAnswered
     | Withdrawn
@@ -163,6 +172,14 @@ class ReadHistory:
     job: str
     # delivery = at-least-once: report the orphaned claims from this instant on
     orphans_since: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FindOrphans:
+    """List the job's orphaned claims (at-least-once) from `since` on."""
+
+    job: str
+    since: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,6 +321,7 @@ class Warn:
 Action = (
     SetTimer
     | ReadHistory
+    | FindOrphans
     | ReadRanges
     | TakeLease
     | GiveBackLease
@@ -335,3 +353,4 @@ class FireTunables:
     retry_interval: float = 0.5  # a failed read, lease take or unknown claim is tried again
     future_margin: float = 5.0  # records beyond now + this are from the future: ignored
     on_session_loss: Literal["terminate", "continue"] = "terminate"
+    orphan_interval: float = 10.0  # at-least-once: look for orphaned claims this often

@@ -13,14 +13,15 @@ from zksched.core.catchup import (
     unpruned,
 )
 from zksched.core.fire import model as m
+from zksched.core.fire.redelivery import Redelivering
 from zksched.core.fire.stages import FireStage, Step
-from zksched.core.fire.state import NEVER, JobPhase, JobState, _latest, _Plan, _utc
+from zksched.core.fire.state import NEVER, JobPhase, _latest, _Plan, _utc
 from zksched.core.firekey import format_utc
 
 _MICRO = timedelta(microseconds=1)
 
 
-class CatchupPlanning(JobState):
+class CatchupPlanning(Redelivering):
     def _activate(self, now: float) -> None:
         spec = self.spec
         # An instant is missed once its due time (instant + jitter) has passed: the plan
@@ -47,6 +48,7 @@ class CatchupPlanning(JobState):
             and spec.delivery == "at-most-once"
         ):
             self.phase = JobPhase.ACTIVE
+            self._orphan_checks_from(now)
         else:
             self.phase = JobPhase.PLANNING
             self._plan_retry = NEVER
@@ -81,11 +83,7 @@ class CatchupPlanning(JobState):
         behind = unpruned(behind, event.horizon, len(recorded), max(1, spec.history))
         self._pending_plan = _Plan(plan, behind, after)
         if spec.delivery == "at-least-once":
-            # claims whose member died before their result: run again, same fire key, next
-            # attempt (our own fires are in hand: their results are ours to write)
-            for instant, attempt in event.orphans:
-                if instant not in self.fires and instant <= limit:
-                    self._reruns[instant] = attempt + 1
+            self._queue_reruns(event.orphans, limit)  # run again with the catch-up
         if behind:
             self._out.append(m.ReadRanges(spec.name, tuple(next_records(behind, recorded))))
         else:
@@ -146,6 +144,7 @@ class CatchupPlanning(JobState):
         self._queue.extend((instant, waiting) for instant in self._waiting)
         self._waiting.clear()
         self.phase = JobPhase.ACTIVE
+        self._orphan_checks_from(now)
         self._pump(now)
 
     def _catch_up_gap(self, now: float) -> None:

@@ -122,6 +122,7 @@ class JobState:
         self._withdrawals: set[datetime] = set()
         # at-least-once: orphaned claims queued to be run again -> the attempt they run as
         self._reruns: dict[datetime, int] = {}
+        self._orphans_due = NEVER  # when to look for orphaned claims next (while active)
         self._active_since = 0.0  # when the job last became active here (planning began)
         self._last_run = NEVER  # how long the job's last command here ran (NEVER: unknown)
         self.wake_at = NEVER
