@@ -44,6 +44,7 @@ class Verdict:
     violations: list[Violation] = field(default_factory=list)
     started: int = 0
     abandoned: int = 0
+    reruns: int = 0  # at-least-once: orphaned claims run again
     skipped: Counter[str] = field(default_factory=Counter)
     expected: int = 0
 
@@ -61,6 +62,7 @@ class Limits:
     # job -> the oldest instant a live member still has in hand at the end (a catch-up of
     # a job slower than its period, say): not yet due for a record
     pending: dict[str, datetime] = field(default_factory=dict)
+    orphan_interval: float = 10.0  # at-least-once: how often an owner looks for orphans
 
 
 def check(ledger: Ledger, zk: ZkModel, expired_at: dict[int, float], limits: Limits) -> Verdict:
@@ -68,7 +70,7 @@ def check(ledger: Ledger, zk: ZkModel, expired_at: dict[int, float], limits: Lim
     by_job: dict[str, list[Run]] = defaultdict(list)
     for run in ledger.runs:
         by_job[run.job].append(run)
-    _no_double(verdict, ledger, ledger.runs)
+    _no_double(verdict, ledger, ledger.runs, expired_at)
     for job, runs in by_job.items():
         _each_run(verdict, ledger, job, runs, expired_at, limits)
         _overlap(verdict, ledger, job, runs)
@@ -78,9 +80,13 @@ def check(ledger: Ledger, zk: ZkModel, expired_at: dict[int, float], limits: Lim
     return verdict
 
 
-def _no_double(verdict: Verdict, ledger: Ledger, runs: list[Run]) -> None:
-    """Each fire starts once; a job with retries may run it again, only as the next attempt
-    of the same claim (member, token) after a failed run ended, at most `retries` times."""
+def _no_double(
+    verdict: Verdict, ledger: Ledger, runs: list[Run], expired_at: dict[int, float]
+) -> None:
+    """Each fire starts once. A job with retries may run it again as the next attempt of
+    the same claim (member, token) after a failed run ended, at most `retries` times in
+    all; an at-least-once job, as a later attempt of a new claim (a larger token) after the
+    earlier run ended and its member's session expired (its claim was an orphan)."""
     by_fire: dict[tuple[str, datetime], list[Run]] = defaultdict(list)
     for run in runs:
         by_fire[(run.job, run.instant)].append(run)
@@ -89,23 +95,34 @@ def _no_double(verdict: Verdict, ledger: Ledger, runs: list[Run]) -> None:
             continue
         fire_runs.sort(key=lambda r: r.started)
         first, who = fire_runs[0], [r.member for r in fire_runs]
-        for n, (earlier, later) in enumerate(itertools.pairwise(fire_runs), start=2):
+        specs = _specs_between(ledger, job, first.started, fire_runs[-1].started)
+        redelivered = any(s.delivery == "at-least-once" for s in specs)
+        verdict.reruns += first.attempt > 1  # an orphan that had never started
+        for earlier, later in itertools.pairwise(fire_runs):
+            ended = earlier.ended is not None and earlier.ended <= later.started
             retry = (
-                later.member == first.member
-                and later.token == first.token
-                and later.attempt == n
+                later.member == earlier.member
+                and later.token == earlier.token
+                and later.attempt == earlier.attempt + 1
                 and earlier.status in RETRYABLE
-                and earlier.ended is not None
-                and earlier.ended <= later.started
+                and ended
             )
-            if not retry:
+            rerun = (
+                redelivered
+                and later.token > earlier.token
+                and later.attempt > 1  # its number counts on from the record's, if noted
+                and ended
+                and expired_at.get(earlier.session, float("inf")) <= later.started
+            )
+            if not (retry or rerun):
                 verdict.add("twice", job, instant, f"started {len(fire_runs)} times, by {who}")
                 break
+            verdict.reruns += rerun and not retry
         else:
             # the job may have changed (or gone) meanwhile: what any table said shortly before
-            specs = _specs_between(ledger, job, first.started, fire_runs[-1].started)
             retries = max((s.retries for s in specs), default=0)
-            if first.attempt != 1 or len(fire_runs) > retries + 1:
+            per_claim = Counter(r.token for r in fire_runs)
+            if (first.attempt != 1 and not redelivered) or max(per_claim.values()) > retries + 1:
                 verdict.add("retries", job, instant,
                             f"{len(fire_runs)} attempts (first {first.attempt}), retries "
                             f"{retries}")
@@ -251,7 +268,9 @@ def _coverage(
             records[parse_utc(name)] = fields
             verdict.skipped[fields[0] if fields[0] != "skipped" else f"skip:{fields[5]}"] += 1
             instant = parse_utc(name)
-            if fields[0] == "running" and (job, instant) not in started:
+            if fields[0] == "running" and spec.delivery == "at-least-once":
+                _orphan_left(verdict, ledger, job, instant, fields, expired_at, limits)
+            elif fields[0] == "running" and (job, instant) not in started:
                 sent = ledger.claim_sent.get((job, instant), 0.0)
                 if sent < limits.end - 10.0:  # else: just claimed, maybe still settling
                     _never_started(verdict, ledger, job, instant, fields[1])
@@ -271,6 +290,33 @@ def _coverage(
             if instant in records or any(a <= instant <= b for a, b in ranges):
                 continue
             verdict.add("lost", job, instant, "no record covers it")
+
+
+def _orphan_left(
+    verdict: Verdict,
+    ledger: Ledger,
+    job: str,
+    instant: datetime,
+    fields: list[str],
+    expired_at: dict[int, float],
+    limits: Limits,
+) -> None:
+    """At-least-once: a record left `running` by a session that expired is an orphan, run
+    again by the job's owner within `orphan_interval` (plus a takeover's time) if it is
+    still inside the catch-up window then (the narrowest in force meanwhile). One left
+    over that long is lost."""
+    gone = expired_at.get(int(fields[2] or 0))
+    if gone is None:
+        return  # its claimer lives: its run (or its settling) goes on
+    found_by = gone + limits.orphan_interval + limits.session_timeout + SLACK
+    specs = _specs_between(ledger, job, instant.timestamp(), found_by)
+    window = min((s.catchup_window for s in specs), default=0.0)
+    redelivered = all(s.delivery == "at-least-once" and not s.paused for s in specs)
+    if redelivered and found_by < min(limits.end - SLACK, instant.timestamp() + window):
+        verdict.add("lost", job, instant, f"orphaned by session {fields[2]} at "
+                    f"t+{gone - EPOCH:.3f}s (at-least-once), never run again")
+    else:
+        verdict.abandoned += 1
 
 
 def _never_started(

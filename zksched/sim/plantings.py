@@ -121,6 +121,10 @@ def _retry_after_success(self: JobFireMachine, fire: Fire, status: str, now: flo
     return bool(_ORIGINAL["_retry_later"](self, fire, "failed" if status == "ok" else status, now))
 
 
+def _orphans_ignored(self: JobFireMachine, orphans: Any, limit: datetime) -> None:
+    """Orphaned claims of at-least-once jobs are never run again (at most once for all)."""
+
+
 _ORIGINAL: dict[str, Callable[..., Any]] = {
     name: getattr(JobFireMachine, name)
     for name in (
@@ -142,6 +146,7 @@ PLANTINGS: dict[str, list[tuple[str, Any]]] = {
     "plans-before-withdrawals": [("_unsettled", _plans_before_withdrawals)],
     "retry-past-successor": [("_no_retry", _retry_past_successor)],
     "retry-after-success": [("_retry_later", _retry_after_success)],
+    "orphans-ignored": [("_queue_reruns", _orphans_ignored)],
 }
 
 

@@ -32,6 +32,7 @@ class SeedOutcome:
     expected: int
     skipped: dict[str, int]
     wall: float
+    reruns: int = 0  # at-least-once: orphaned claims run again
 
 
 def run_seed(seed: int, minutes: float, plant: str | None = None) -> SeedOutcome:
@@ -43,7 +44,7 @@ def run_seed(seed: int, minutes: float, plant: str | None = None) -> SeedOutcome
     verdict = result.verdict
     return SeedOutcome(
         seed, [str(v) for v in verdict.violations], verdict.started, verdict.abandoned,
-        verdict.expected, dict(verdict.skipped), result.wall,
+        verdict.expected, dict(verdict.skipped), result.wall, verdict.reruns,
     )
 
 
@@ -109,7 +110,8 @@ def report(outcomes: list[SeedOutcome], minutes: float, wall: float, plant: str 
         f"{len(outcomes)} seeds x {minutes:g} simulated minutes: {started} fires started, "
         f"{sum(o.expected for o in outcomes)} instants checked for coverage, "
         f"{sum(o.abandoned for o in outcomes)} abandoned (claimed, member died before the "
-        f"start), {len(bad)} seeds with violations; {wall:.1f}s"
+        f"start), {sum(o.reruns for o in outcomes)} orphans run again (at-least-once), "
+        f"{len(bad)} seeds with violations; {wall:.1f}s"
     )
     print("records left: " + ", ".join(f"{k} {v}" for k, v in sorted(skipped.items())))
     for outcome in bad:

@@ -111,6 +111,7 @@ class Scenario:
             history=1000,
             retries=rng.choice((0, 0, 0, 1, 3)),
             retry_backoff=rng.choice((0.2, 1.0, 5.0)),
+            delivery=rng.choice(("at-most-once", "at-most-once", "at-least-once")),
         )
         if rng.random() < 0.3:
             self.long_jobs.add(name)
@@ -194,7 +195,8 @@ class Scenario:
             self.ledger,
             self.world.zk,
             self.world.expired_at,
-            Limits(SESSION_TIMEOUT, 2.0, self.end - QUIET, self.end, pending),
+            Limits(SESSION_TIMEOUT, 2.0, self.end - QUIET, self.end, pending,
+                   self.config.tunables.orphan_interval),
         )
         return SimResult(
             self.config.seed, verdict, time.perf_counter() - began, self.end - EPOCH,

@@ -13,13 +13,14 @@ from typing import Any
 
 from zksched.core.fire import model as m
 from zksched.core.firekey import format_utc, parse_utc
-from zksched.sim.member.base import RETRY, MemberBase
+from zksched.sim.member.base import RETRY
+from zksched.sim.member.redelivery import Redelivery, marker_path
 from zksched.sim.records import decode, encode, fires_of, record_path
 from zksched.sim.world import ConnectionLoss, expired
 from zksched.sim.zkmodel import NodeExists, NoNode, ZkError, ZkModel
 
 
-class FireActions(MemberBase):
+class FireActions(Redelivery):
     """The fire core's actions, carried out (a part of `SimMember`)."""
 
     def _act(self, actions: list[m.Action]) -> None:
@@ -41,8 +42,10 @@ class FireActions(MemberBase):
             case m.SetTimer(job, at):
                 self.timers[job] = at
                 self.world.at(at - self.skew, self._timer, job, at, self.incarnation)
-            case m.ReadHistory(job):
-                self._read_history(job)
+            case m.ReadHistory(job, orphans_since):
+                self._read_history(job, orphans_since)
+            case m.FindOrphans(job, since):
+                self._find_orphans(job, since)
             case m.ReadRanges(job, instants):
                 self._read_ranges(job, instants)
             case m.TakeLease(job, wait, take):
@@ -51,8 +54,8 @@ class FireActions(MemberBase):
                 path = self.locks.pop((job, take), None)
                 if path is not None:
                     self._delete_lock(path)
-            case m.Claim(job, instant, kind, late):
-                self._claim(job, instant, kind, late)
+            case m.Claim(job, instant, kind, late, attempt):
+                self._claim(job, instant, kind, late, attempt)
             case m.Resolve(job, instant):
                 self._resolve(job, instant)
             case m.Withdraw(job, instant):
@@ -67,7 +70,7 @@ class FireActions(MemberBase):
             case m.WriteResult(job, instant, status, reason, _error):
                 nonce = self.nonces.pop((job, instant), "")
                 self._write(job, instant, encode(status, self.name, self.session, nonce,
-                                                 "", reason.value if reason else ""))
+                                                 "", reason.value if reason else ""), nonce)
             case m.RecordSkip(job, instant, kind, reason, covers_from, count):
                 data = encode("skipped", self.name, self.session, "", kind, reason.value,
                               format_utc(covers_from) if covers_from else "", count)
@@ -90,23 +93,35 @@ class FireActions(MemberBase):
         if incarnation == self.incarnation and self.timers.get(job) == at:
             self._event(job, m.Tick())
 
-    def _read_history(self, job: str) -> None:
+    def _read_history(self, job: str, orphans_since: datetime | None) -> None:
         session = self.session or 0
 
-        def read(zk: ZkModel) -> list[str]:
+        def read(zk: ZkModel) -> tuple[list[str], tuple[tuple[datetime, int], ...]]:
             try:
-                return zk.get_children(session, fires_of(job))
+                names = zk.get_children(session, fires_of(job))
             except NoNode:
-                return []
+                names = []
+            if orphans_since is None:
+                return names, ()
+            return names, self._orphans(zk, session, job, orphans_since)
 
         def done(result: Any) -> None:
             if isinstance(result, ZkError):
                 self._event(job, m.HistoryRead(ok=False))
             else:
-                instants = tuple(sorted(parse_utc(n) for n in result))
-                self._event(job, m.HistoryRead(instants))
+                instants = tuple(sorted(parse_utc(n) for n in result[0]))
+                self._event(job, m.HistoryRead(instants, orphans=result[1]))
 
         self._call(read, done)
+
+    def _find_orphans(self, job: str, since: datetime) -> None:
+        session = self.session or 0
+
+        def done(result: Any) -> None:
+            ok = not isinstance(result, ZkError)
+            self._event(job, m.OrphansFound(result if ok else (), ok))
+
+        self._call(lambda zk: self._orphans(zk, session, job, since), done)
 
     def _read_ranges(self, job: str, instants: tuple[datetime, ...]) -> None:
         session = self.session or 0
@@ -127,16 +142,19 @@ class FireActions(MemberBase):
 
     # -- claims and records -------------------------------------------------------------------
 
-    def _claim(self, job: str, instant: datetime, kind: str, late: bool) -> None:
+    def _claim(self, job: str, instant: datetime, kind: str, late: bool, attempt: int) -> None:
         self.ledger.claim_sent[(job, instant)] = self.world.t
         self._nonce += 1
         nonce = f"{self.name}:{self._nonce}"
         self.nonces[(job, instant)] = nonce
         session, path = self.session or 0, record_path(job, instant)
         name = format_utc(instant)
-        data = encode("running", self.name, session, nonce, kind)
+        data = encode("running", self.name, session, nonce, kind, "", "", "", attempt)
+        live = self._at_least_once(job)
 
         def create(zk: ZkModel) -> tuple[str, int, str]:
+            if live and attempt > 1:
+                return self._claim_again(zk, session, job, instant, data, nonce)
             if late:
                 # refused behind a newer record: a late claim never goes out of order
                 # (modelled as one step; zksched reads the folder, then creates)
@@ -152,6 +170,8 @@ class FireActions(MemberBase):
                         return "passed", 0, f"a skip range ({newer[0]})"
             try:
                 zk.create(session, path, data, makepath=True)
+                if live:
+                    zk.create(session, marker_path(job, instant, nonce), b"", True, False, True)
                 return "created", zk.stat_of(path).czxid, ""
             except NodeExists:
                 fields = decode(zk.data_of(path))
@@ -171,8 +191,8 @@ class FireActions(MemberBase):
             except NoNode:
                 return "absent", 0, ""
             fields = decode(data)
-            if fields[3] == nonce:
-                return "created", stat.czxid, ""
+            if fields[3] == nonce:  # claimed again (at-least-once): the write's zxid
+                return "created", stat.czxid if stat.version == 0 else stat.mzxid, ""
             return "taken", 0, fields[1]
 
         self._call(look, lambda r: self._claim_answer(job, instant, r))
@@ -181,13 +201,20 @@ class FireActions(MemberBase):
         """Delete the record if it is still our unstarted claim (the version of its create)."""
         nonce, session, path = self.nonces.get((job, instant)), self.session or 0, ""
         path = record_path(job, instant)
+        live = self._at_least_once(job)
 
         def delete(zk: ZkModel) -> None:
             try:
                 data, stat = zk.get(session, path)
             except NoNode:
                 return
-            if decode(data)[3] == nonce and stat.version == 0:
+            if decode(data)[3] != nonce:
+                return
+            if live:  # at-least-once: the marker goes too; a claim again leaves the orphan
+                marker = marker_path(job, instant, nonce)
+                if zk.exists(session, marker) is not None:
+                    zk.delete(session, marker)
+            if stat.version == 0:
                 zk.delete(session, path, stat.version)
 
         def done(result: Any) -> None:
@@ -210,7 +237,7 @@ class FireActions(MemberBase):
                 self.ledger.claimed(job, instant, self.name, self.world.t)
         self._event(job, event)
 
-    def _write(self, job: str, instant: datetime, data: bytes) -> None:
+    def _write(self, job: str, instant: datetime, data: bytes, nonce: str) -> None:
         if not self.alive:
             return
         session, path = self.session or 0, record_path(job, instant)
@@ -219,9 +246,12 @@ class FireActions(MemberBase):
             if isinstance(result, NoNode) or not isinstance(result, ZkError):
                 self._event(job, m.ResultWritten(instant))
             elif self.alive:
-                self.world.after(RETRY, self._write, job, instant, data)
+                self.world.after(RETRY, self._write, job, instant, data, nonce)
 
-        self._call(lambda zk: zk.set(session, path, data), done)
+        if self._at_least_once(job):
+            self._call(lambda zk: self._complete(zk, session, job, instant, data, nonce), done)
+        else:
+            self._call(lambda zk: zk.set(session, path, data), done)
 
     def _record_skip(self, job: str, instant: datetime, data: bytes, tries: int) -> None:
         if not self.alive or tries <= 0:

@@ -64,8 +64,13 @@ class MemberSession(MemberBase):
             return
         if self.session is not None:
             session = self.session
-            self.world.request(self, session, lambda zk: zk.close_session(session), lambda r: None)
+            self.world.request(self, session, lambda zk: self._close(zk, session), lambda r: None)
         self._die()
+
+    def _close(self, zk: ZkModel, session: int) -> None:
+        """The session closed: gone as if expired (its ephemerals go now)."""
+        zk.close_session(session)
+        self.world.expired_at.setdefault(session, self.world.t)
 
     def _die(self) -> None:
         self.ledger.died(self.name, self.world.t)
