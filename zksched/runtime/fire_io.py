@@ -34,6 +34,7 @@ from zksched.core.fire import model as m
 from zksched.core.firekey import format_utc, parse_utc
 from zksched.core.fires import FireRecord
 from zksched.core.jobspec import JobSpec
+from zksched.runtime import testhooks
 from zksched.runtime.clock import Clock
 from zksched.runtime.fire_tuning import CLAIM_BATCH, IO_THREADS, SKIP_RECORD_TRIES
 from zksched.runtime.history_io import HistoryReads
@@ -208,6 +209,7 @@ class FireIO:
         )
 
     def _answer_created(self, job: str, instant: datetime, claimed: Claimed) -> None:
+        testhooks.claim_landed(job)
         with self._mutex:
             self._claimed[(job, instant)] = claimed
         self.pruner.note(job, claimed.record.scheduled)
