@@ -81,7 +81,7 @@ class FireIO:
         self.redelivery = RedeliveryIO(client, paths, self.claims, settings.call_timeout)
         self._spec_of = spec_of
         self._triggers = Triggers(client, paths, settings.call_timeout)
-        self.pruner = HistoryPruner(self.claims, clock)
+        self.pruner = HistoryPruner(self.claims, clock, self.redelivery.zk.known_final)
         self.history = HistoryReads(self.claims, self.pruner, post, self.redelivery)
         self._io = ThreadPoolExecutor(IO_THREADS, thread_name_prefix="zksched-io")
         self._mutex = threading.Lock()

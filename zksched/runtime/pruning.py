@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from kazoo.exceptions import KazooException
@@ -32,9 +33,17 @@ PRUNE_SLACK = 5
 
 
 class HistoryPruner:
-    def __init__(self, claims: FireClaims, clock: Clock) -> None:
+    def __init__(
+        self,
+        claims: FireClaims,
+        clock: Clock,
+        known_final: Callable[[str, str], bool] = lambda _job, _instant: True,
+    ) -> None:
+        """`known_final(job, instant)`: the record is known not to be `running` (an
+        at-least-once job's orphan inside its catch-up window is never pruned)."""
         self._claims = claims
         self._clock = clock
+        self._known_final = known_final
         self._mutex = threading.Lock()
         self._known: dict[str, list[str]] = {}  # job -> record instants known, oldest first
         self._unlisted: dict[str, int] = {}  # job not listed yet -> records noted since
@@ -92,6 +101,10 @@ class HistoryPruner:
             age = PRUNE_MIN_AGE + spec.jitter
             young = format_utc(datetime.fromtimestamp(self._clock.now() - age, UTC))
             victims = [i for i in known[: len(known) - keep] if i < young]
+            if spec.delivery == "at-least-once":
+                window = self._clock.now() - spec.catchup_window
+                since = format_utc(datetime.fromtimestamp(window, UTC))
+                victims = [i for i in victims if i < since or self._known_final(spec.name, i)]
             if len(victims) <= PRUNE_SLACK:
                 return
             if not self._claims.prune(spec.name, victims):

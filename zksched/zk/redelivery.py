@@ -18,7 +18,7 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
-import logging
+import threading
 from dataclasses import dataclass
 
 from kazoo.client import KazooClient
@@ -28,8 +28,6 @@ from zksched.core.fires import FireRecord
 from zksched.zk.claims import AlreadyClaimed, Claimed
 from zksched.zk.connection import wait
 from zksched.zk.paths import ClusterPaths
-
-log = logging.getLogger(__name__)
 
 MAX_ORPHAN_READS = 200  # records read a planning, newest first (older ones stay abandoned)
 
@@ -48,6 +46,7 @@ class Redelivery:
         self._folders: set[str] = set()  # jobs whose marker folder is known to exist
         # records read final (never `running` again): not read again while in the window
         self._final: dict[str, set[str]] = {}
+        self._mutex = threading.Lock()  # scans (I/O threads) and the pruner read it
 
     def marker(self, record: FireRecord) -> str:
         return self._paths.live_marker(record.job, record.scheduled, record.nonce)
@@ -58,6 +57,11 @@ class Redelivery:
                 wait(self._client.create_async(self._paths.job_live(job), b"", makepath=True),
                      self._timeout)
             self._folders.add(job)
+
+    def known_final(self, job: str, instant: str) -> bool:
+        """Whether a scan here read the record final (pruning may take it)."""
+        with self._mutex:
+            return instant in self._final.get(job, ())
 
     def orphans(self, job: str, since: str) -> list[Orphan]:
         """The job's records at or after `since` that are `running` with no live marker,
@@ -75,8 +79,8 @@ class Redelivery:
         except NoNodeError:
             markers = []
         live = {name.rsplit("@", 1)[0] for name in markers}
-        final = {n for n in self._final.get(job, ()) if n >= since}
-        self._final[job] = final
+        with self._mutex:
+            final = {n for n in self._final.get(job, ()) if n >= since}
         candidates = sorted(n for n in names if n >= since and n not in live and n not in final)
         candidates = candidates[-MAX_ORPHAN_READS:]
         reads = [
@@ -95,6 +99,8 @@ class Redelivery:
                 final.add(name)
             elif record.job == job and record.scheduled == name:
                 found.append(Orphan(record, stat.version))
+        with self._mutex:
+            self._final[job] = final
         return found
 
     def claim(self, orphan: Orphan, record: FireRecord) -> Claimed | AlreadyClaimed:
