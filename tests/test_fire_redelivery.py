@@ -32,14 +32,14 @@ def planned(
 
 
 def test_taking_an_at_least_once_job_asks_for_its_orphans_inside_the_window() -> None:
-    shell, out = joined(catchup_window=60.0)
+    _shell, out = joined(catchup_window=60.0)
     (read,) = [a for a in out if isinstance(a, m.ReadHistory)]
     assert read.orphans_since is not None
     assert abs((read.orphans_since - at(-60.5)).total_seconds()) < 1.0
 
 
 def test_an_at_most_once_job_never_asks_for_orphans() -> None:
-    shell, out = joined(delivery="at-most-once")
+    _shell, out = joined(delivery="at-most-once")
     assert [a.orphans_since for a in out if isinstance(a, m.ReadHistory)] == [None]
 
 

@@ -36,12 +36,13 @@ from zksched.core.fires import FireRecord
 from zksched.core.jobspec import JobSpec
 from zksched.runtime import testhooks
 from zksched.runtime.clock import Clock
-from zksched.runtime.fire_tuning import CLAIM_BATCH, IO_THREADS, SKIP_RECORD_TRIES
+from zksched.runtime.fire_tuning import CLAIM_BATCH, IO_THREADS
 from zksched.runtime.history_io import HistoryReads
 from zksched.runtime.lease_io import LeaseIO
 from zksched.runtime.pruning import HistoryPruner
 from zksched.runtime.redelivery_io import RedeliveryIO
 from zksched.runtime.results import ResultWriter
+from zksched.runtime.skip_records import SkipRecords
 from zksched.zk.claims import AlreadyClaimed, Claimed, FireClaims
 from zksched.zk.paths import ClusterPaths
 from zksched.zk.triggers import Triggers
@@ -91,6 +92,9 @@ class FireIO:
         self.leases = LeaseIO(
             client, paths, settings.member_id, settings.call_timeout, post,
             self.history.holder_runs,
+        )
+        self.skips = SkipRecords(
+            client, self.claims, self.pruner, settings.member_id, clock, self._submit
         )
         self._results = ResultWriter(
             self.claims, self._write_one, self._keep_unwritten, hold=hold_results
@@ -350,32 +354,7 @@ class FireIO:
             self._write_one(claimed, record)
 
     def record_skip(self, action: m.RecordSkip, session: int) -> None:
-        extra = {}
-        if action.covers_from is not None:
-            extra = {"covers_from": format_utc(action.covers_from), "count": action.count}
-        record = FireRecord(
-            job=action.job,
-            scheduled=format_utc(action.instant),
-            member_id=self._settings.member_id,
-            session=session,
-            nonce=uuid.uuid4().hex[:16],
-            state="skipped",
-            claimed_at=self._clock.iso(),
-            kind=action.kind,
-            skip_reason=action.reason.value,
-            extra=extra,
-        )
-        self._submit(self._record_skip, record, SKIP_RECORD_TRIES)
-
-    def _record_skip(self, record: FireRecord, tries: int) -> None:
-        try:
-            if isinstance(self.claims.claim(record), Claimed):  # else: it has its record: fine
-                self.pruner.note(record.job, record.scheduled)
-        except Exception as exc:
-            if tries > 1 and self._client.connected:
-                self._submit(self._record_skip, record, tries - 1)
-            else:
-                log.warning("could not record the skip of %s (%s)", record.fire_key, exc)
+        self.skips.record(action, session)
 
     def return_trigger(self, job: str) -> None:
         """Leave a trigger again for the job's new owner (it moved before the run)."""

@@ -202,6 +202,19 @@ class AnswerHandling(JobState):
         fire.step(Step.UNKNOWN)
         fire.retry_at = now + self.tunables.retry_interval if self.session is not None else NEVER
 
+    def _record_withdrawn(self) -> None:
+        """Record (skipped, not-connected) the withdrawn instants no catch-up of ours has
+        claimed or recorded, once we can: the job is leaving us, and its next owner may have
+        read the withdrawn claim as the instant's record (a record made since wins)."""
+        if self.phase is JobPhase.DELETED:
+            self._withdrawals.clear()  # nothing of a deleted job is recorded
+        if self.session is None:
+            return  # once connected again
+        for instant in sorted(self._withdrawals):
+            self._skip(instant, m.SkipReason.NOT_CONNECTED, record=True,
+                       detail="its claim was withdrawn and the job moved before its catch-up")
+        self._withdrawals.clear()
+
     def _after_run(self, now: float) -> None:
         """A command ended: the lease is free for the next fire at once; it goes back once
         the result is written unless the job stays ours and its next fire is near."""

@@ -194,19 +194,6 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
         if drop_lease and self.lease is not LeaseStage.FREE:
             self._give_back = True
 
-    def _record_withdrawn(self) -> None:
-        """Record (skipped, not-connected) the withdrawn instants no catch-up of ours has
-        claimed or recorded, once we can: the job is leaving us, and its next owner may have
-        read the withdrawn claim as the instant's record (a record made since wins)."""
-        if self.phase is JobPhase.DELETED:
-            self._withdrawals.clear()  # nothing of a deleted job is recorded
-        if self.session is None:
-            return  # once connected again
-        for instant in sorted(self._withdrawals):
-            self._skip(instant, m.SkipReason.NOT_CONNECTED, record=True,
-                       detail="its claim was withdrawn and the job moved before its catch-up")
-        self._withdrawals.clear()
-
     def _set_next(self, after: datetime) -> None:
         try:
             self._next = self.spec.schedule_obj.next_fire(after)
@@ -311,12 +298,6 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
             self._claim(fire, now)
         elif self.lease is LeaseStage.FREE:
             self._take_lease(fire.deadline - now)
-
-    def _catching_up(self) -> bool:
-        """A catch-up's instant is in hand and has not ended yet."""
-        return any(
-            f.kind == "catchup" and f.stage is not FireStage.WRITING for f in self.fires.values()
-        )
 
     def _take_ahead(self, now: float) -> None:
         if self._ahead_wanted() and self._next_due - now <= self.tunables.lease_lead:

@@ -162,6 +162,12 @@ class JobState:
         wait for it): a run, a lease being waited for, a claim not settled yet."""
         return self.holding or any(f.stage in _UNDER_WAY for f in self.fires.values())
 
+    def _catching_up(self) -> bool:
+        """A catch-up's instant is in hand and has not ended yet."""
+        return any(
+            f.kind == "catchup" and f.stage is not FireStage.WRITING for f in self.fires.values()
+        )
+
     def _interrupted(self, fire: Fire) -> bool:
         """Whether contact was lost since the fire's claim was sent."""
         return fire.epoch != self.epoch
