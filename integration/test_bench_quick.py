@@ -67,8 +67,10 @@ def test_quick_fire_delay_compares_with_apscheduler(quick_results: dict[str, Any
 def test_quick_failover_loses_and_doubles_nothing(quick_results: dict[str, Any]) -> None:
     results = quick_results["failover"][1]["results"]
     assert len(results["seconds"]["SIGKILL"]) == len(results["seconds"]["SIGTERM"]) == 1
-    assert results["lost"] == results["doubled"] == 0
-    assert results["lost_records"] == {}
+    for mode in ("at-most-once", "at-least-once"):
+        got = results["delivery"][mode]
+        assert got["lost"] == got["doubled"] == 0, (mode, got)
+        assert got["lost_records"] == {}
 
 
 def test_quick_zk_requests_counts_every_member_count(quick_results: dict[str, Any]) -> None:

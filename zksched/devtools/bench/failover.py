@@ -1,5 +1,9 @@
 """The `failover` benchmark: SIGKILL / SIGTERM of a probe job's owner: the time to the
-probe's next fire on a survivor, and the instants lost or doubled."""
+probe's next fire on a survivor, and the instants lost or doubled.
+
+Two probes, one per delivery mode (`probe`: at-most-once, `probe-alo`: at-least-once);
+the trials alternate between their owners, so each mode's owner is killed in half of them.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,6 @@ import sys
 import tempfile
 import time
 import uuid
-from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -30,6 +33,7 @@ from zksched.devtools.bench.registry import BenchContext, Result, at_least, benc
 from zksched.devtools.bench.report import markdown_table, percentiles, progress
 
 PROBE = "probe"
+PROBES = {"at-most-once": PROBE, "at-least-once": "probe-alo"}
 
 
 def _failover_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,15 +41,20 @@ def _failover_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--load", type=at_least(0), metavar="N", help="other jobs (50)")
 
 
-def probe_lines(path: Path) -> list[tuple[str, str, float]]:
-    """(fire key, member id, start epoch) per probe run, as its command wrote them."""
+def probe_lines(path: Path, job: str = PROBE) -> list[tuple[str, str, float]]:
+    """(fire key, member id, start epoch) per run of probe `job`, as its command wrote them."""
+    return [(key, member, start) for key, member, start, _ in probe_runs(path, job)]
+
+
+def probe_runs(path: Path, job: str) -> list[tuple[str, str, float, int]]:
+    """(fire key, member id, start epoch, attempt) per run of probe `job`."""
     if not path.exists():
         return []
     out = []
     for line in path.read_text().splitlines():
         parts = line.split()
-        if len(parts) == 3:
-            out.append((parts[0], parts[1], float(parts[2])))
+        if len(parts) == 4 and parts[0].startswith(f"{job}@"):
+            out.append((parts[0], parts[1], float(parts[2]), int(parts[3])))
     return out
 
 
@@ -66,28 +75,39 @@ def bench_failover(ctx: BenchContext) -> Result:
     with tempfile.TemporaryDirectory(prefix="zksched-bench-") as tmp:
         workdir = Path(tmp)
         out = workdir / "probe.log"
-        script = f'echo "$ZKSCHED_FIRE_KEY $ZKSCHED_MEMBER_ID $(date +%s.%N)" >> {out}'
+        script = (
+            'echo "$ZKSCHED_FIRE_KEY $ZKSCHED_MEMBER_ID $(date +%s.%N) $ZKSCHED_ATTEMPT"'
+            f" >> {out}"
+        )
         jobs: dict[str, dict[str, Any]] = {
-            PROBE: {
+            probe: {
                 "schedule": "* * * * * *",
                 "command": ["sh", "-c", script],
                 "catchup": "all",
                 "catchup_window": "5m",
                 "history": 1000,  # every record kept: what became of a lost instant
+                "delivery": delivery,
             }
+            for delivery, probe in PROBES.items()
         }
         jobs.update(every_second_jobs(load, "load"))
         with own_zookeeper(workdir) as zk, members(zk, client_id, workdir, 3) as group:
             apply_jobs(zk, client_id, workdir, jobs)
-            wait_for(lambda: len(probe_lines(out)) >= 3, 30, "the probe to fire")
-            for sig in (signal.SIGKILL, signal.SIGTERM) * trials:
+            for probe in PROBES.values():
+                wait_for(lambda p=probe: len(probe_lines(out, p)) >= 3, 30, "the probes to fire")
+            for n, sig in enumerate((signal.SIGKILL, signal.SIGTERM) * trials):
                 name = signal.Signals(sig).name
-                owner_id = probe_lines(out)[-1][1]
+                target = list(PROBES.values())[(n // 2) % 2]  # each signal, each mode
+                owner_id = probe_lines(out, target)[-1][1]
                 victim = next(m for m in group if m.member_id == owner_id)
                 sent = victim.send(sig)
 
-                def on_survivor(sent: float = sent, owner: str = owner_id) -> list[Any]:
-                    return [x for x in probe_lines(out) if x[2] > sent and x[1] != owner]
+                def on_survivor(
+                    sent: float = sent, owner: str = owner_id, target: str = target
+                ) -> list[Any]:
+                    return [
+                        x for x in probe_lines(out, target) if x[2] > sent and x[1] != owner
+                    ]
 
                 after = wait_for(on_survivor, 60, "the probe on a survivor")
                 first_key, _, first_start = min(after, key=lambda x: x[2])
@@ -109,13 +129,11 @@ def bench_failover(ctx: BenchContext) -> Result:
 
                 wait_for(loaded, 30, "the new member to load the jobs")
                 time.sleep(1.5)  # let the probe settle on its (possibly new) owner
-            time.sleep(1.5)
-            lines = probe_lines(out)
-            records = probe_records(zk, client_id)
-    keys = Counter(key for key, _, _ in lines)
-    instants = sorted(int(datetime.fromisoformat(k.split("@", 1)[1]).timestamp()) for k in keys)
-    expected = set(range(instants[0], instants[-1] + 1))
-    lost = sorted(expected - set(instants))
+            time.sleep(SESSION_TIMEOUT + 12.0)  # orphans of the last kill are run again
+            modes = {
+                mode: _outcome(probe_runs(out, probe), probe_records(zk, client_id, probe))
+                for mode, probe in PROBES.items()
+            }
     result: Result = {
         "trials": trials,
         "session_timeout_s": SESSION_TIMEOUT,
@@ -124,18 +142,11 @@ def bench_failover(ctx: BenchContext) -> Result:
         "summary": {k: percentiles(v) for k, v in times.items()},
         "handover_seconds": {k: [round(t, 3) for t in v] for k, v in handover.items()},
         "handover_summary": {k: percentiles(v) for k, v in handover.items()},
-        "probe_instants": len(expected),
-        "lost": len(lost),
-        "lost_instants": [datetime.fromtimestamp(t, UTC).isoformat() for t in lost],
-        # what the cluster recorded for each: claimed by a member killed before (or while)
-        # starting it (the at-most-once window), skipped, or no record at all (a bug)
-        "lost_records": {
-            format_utc(datetime.fromtimestamp(t, UTC)): records.get(
-                format_utc(datetime.fromtimestamp(t, UTC)), "no record"
-            )
-            for t in lost
-        },
-        "doubled": sum(1 for n in keys.values() if n > 1),
+        "delivery": modes,
+        # the at-most-once probe's, as earlier versions reported them
+        "probe_instants": modes["at-most-once"]["instants"],
+        "lost": modes["at-most-once"]["lost"],
+        "doubled": modes["at-most-once"]["doubled"],
     }
     rows = [
         [
@@ -148,18 +159,47 @@ def bench_failover(ctx: BenchContext) -> Result:
     ]
     header = ["signal", "trials", "next fire p50 s", "p95 s", "max s"]
     print(markdown_table([*header, "late by p50 s", "p95 s", "max s"], rows))
-    print(
-        f"\nprobe: {len(expected)} instants, lost {len(lost)}, doubled {result['doubled']} "
-        f"(session timeout {SESSION_TIMEOUT:g} s, {load} other every-second jobs)"
-    )
-    for instant, what in result["lost_records"].items():
-        print(f"  lost {instant}: {what}")
+    print(f"\n(session timeout {SESSION_TIMEOUT:g} s, {load} other every-second jobs)")
+    for mode, got in modes.items():
+        print(
+            f"{mode} probe ({PROBES[mode]}): {got['instants']} instants, lost {got['lost']}, "
+            f"doubled {got['doubled']}, run again {got['run_again']}"
+        )
+        for instant, what in got["lost_records"].items():
+            print(f"  lost {instant}: {what}")
     return result
 
 
-def probe_records(zk: str, client_id: str) -> dict[str, str]:
+def _outcome(runs: list[tuple[str, str, float, int]], records: dict[str, str]) -> dict[str, Any]:
+    """Lost instants (no run; with what the cluster recorded: claimed by a member killed
+    before starting it, the at-most-once window; skipped; or no record, a bug), doubled
+    ones (two runs of one attempt number), and those run again (a later attempt)."""
+    attempts: dict[str, list[int]] = {}
+    for key, _, _, attempt in runs:
+        attempts.setdefault(key, []).append(attempt)
+    instants = sorted(
+        int(datetime.fromisoformat(k.split("@", 1)[1]).timestamp()) for k in attempts
+    )
+    expected = set(range(instants[0], instants[-1] + 1)) if instants else set()
+    lost = sorted(expected - set(instants))
+    return {
+        "instants": len(expected),
+        "lost": len(lost),
+        "lost_instants": [datetime.fromtimestamp(t, UTC).isoformat() for t in lost],
+        "lost_records": {
+            format_utc(datetime.fromtimestamp(t, UTC)): records.get(
+                format_utc(datetime.fromtimestamp(t, UTC)), "no record"
+            )
+            for t in lost
+        },
+        "doubled": sum(1 for a in attempts.values() if len(a) > len(set(a))),
+        "run_again": sum(1 for a in attempts.values() if max(a) > 1),
+    }
+
+
+def probe_records(zk: str, client_id: str, probe: str = PROBE) -> dict[str, str]:
     """The probe's fire records, scheduled -> "<state> by <member>[ (<skip reason>)]"."""
-    command = ["jobs", "history", PROBE, "--json", "--limit", "1000"]
+    command = ["jobs", "history", probe, "--json", "--limit", "1000"]
     done = subprocess.run(
         [sys.executable, "-m", "zksched", "--zk", zk, "--client-id", client_id, *command],
         capture_output=True,
