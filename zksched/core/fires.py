@@ -15,7 +15,9 @@ A record left `running` by a member whose ZooKeeper session is gone is shown as
 `abandoned`: its member died after the claim and before it could record a result. Whether
 the command had started is not known (if it had, the member's reaper stopped it with the
 member, runtime/reaper.py). It is derived when reading, never written, and never run again
-(at most once: running it again could run twice a command that had started).
+(at most once: running it again could run twice a command that had started) unless the
+job's `delivery` is at-least-once: then its owner claims it again (zk/redelivery.py), and
+`attempts` keeps the abandoned attempt as `{"state": "abandoned", ...}`.
 """
 
 from __future__ import annotations
