@@ -110,6 +110,19 @@ def test_canonical_record_and_hash() -> None:
     assert dataclasses.replace(job, paused=True).content_hash != job.content_hash
 
 
+def test_delivery_is_stored_only_when_at_least_once() -> None:
+    """A job that keeps the default delivery keeps its record and hash (older daemons read
+    it); an at-least-once job's record says so and comes back as it went."""
+    job = load_job_file(EXAMPLE)["nightly-backup"]
+    assert job.delivery == "at-most-once" and "delivery" not in job.to_record()
+    alo = dataclasses.replace(job, delivery="at-least-once")
+    assert alo.to_record()["delivery"] == "at-least-once"
+    assert JobSpec.from_record(alo.to_record()) == alo
+    assert alo.content_hash != job.content_hash
+    text = '[jobs.j]\nschedule = "@daily"\ncommand = ["/bin/true"]\ndelivery = "at-least-once"\n'
+    assert parse_job_file(text)["j"].delivery == "at-least-once"
+
+
 def test_defaults_of_a_minimal_job() -> None:
     job = parse_job_file(MINIMAL)["j"]
     assert (job.timezone, job.timeout, job.jitter, job.overlap, job.catchup) == (
@@ -212,6 +225,8 @@ def test_schedule_text_is_normalised() -> None:
         ('command = ["/bin/echo", "a\\u0000b"]', "command", "NUL"),
         ('command = [["/bin/echo"]]', "command", "not an array"),
         ('timezon = "UTC"', "timezon", "unknown key (did you mean 'timezone'?)"),
+        ('delivery = "exactly-once"', "delivery", "one of at-most-once, at-least-once"),
+        ("delivery = true", "delivery", "delivery"),
     ],
 )
 def test_bad_values_name_job_field_and_line(line: str, field: str, message: str) -> None:

@@ -393,13 +393,14 @@ class FireClaims:
         return True
 
     def delete_job(self, job: str) -> None:
-        """Remove a deleted job's history, and its lock folder unless a run still holds it
-        (deleting a live contender would pull the lock from under a running command)."""
+        """Remove a deleted job's history, and its lock and live-marker folders unless a
+        run still holds them (deleting a live contender would pull the lock from under a
+        running command)."""
         folder = self._paths.job_fires(job)
         for instant in self.instants(job):
             with contextlib.suppress(NoNodeError):
                 wait(self._client.delete_async(f"{folder}/{instant}"), self._timeout)
-        for path in (folder, self._paths.job_lock(job)):
+        for path in (folder, self._paths.job_lock(job), self._paths.job_live(job)):
             with contextlib.suppress(NoNodeError, NotEmptyError):
                 wait(self._client.delete_async(path), self._timeout)
 

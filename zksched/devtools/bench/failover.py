@@ -93,8 +93,11 @@ def bench_failover(ctx: BenchContext) -> Result:
         jobs.update(every_second_jobs(load, "load"))
         with own_zookeeper(workdir) as zk, members(zk, client_id, workdir, 3) as group:
             apply_jobs(zk, client_id, workdir, jobs)
-            for probe in PROBES.values():
-                wait_for(lambda p=probe: len(probe_lines(out, p)) >= 3, 30, "the probes to fire")
+
+            def fired() -> bool:
+                return all(len(probe_lines(out, p)) >= 3 for p in PROBES.values())
+
+            wait_for(fired, 30, "the probes to fire")
             for n, sig in enumerate((signal.SIGKILL, signal.SIGTERM) * trials):
                 name = signal.Signals(sig).name
                 target = list(PROBES.values())[(n // 2) % 2]  # each signal, each mode
