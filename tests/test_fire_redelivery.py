@@ -139,3 +139,40 @@ def test_an_at_most_once_job_never_looks_for_orphans() -> None:
     for second in range(0, 40, 5):
         shell.to(float(second))
     assert not shell.of(m.FindOrphans)
+
+
+def test_an_orphan_waits_for_a_run_going_and_is_not_dropped_by_latest() -> None:
+    """Regression (simulator seed 585): an orphan found while a run held an overlap = skip
+    job was skipped `still-running` by the next due instant (`latest` drops the rest of a
+    catch-up), and never queued again."""
+    shell = Shell(
+        spec(delivery="at-least-once", schedule="* * * * * *", catchup="latest"),
+        updated_at=T0, orphan_interval=10.0,
+    )
+    shell.join()
+    planned(shell, (), ())
+    shell.lease(m.LeaseOutcome.TAKEN)
+    shell.to(0.0)
+    shell.run(at(0))  # a long run holds the job
+    shell.to(10.0)
+    shell.give(m.OrphansFound(((at(-5), 1),)))
+    shell.to(11.0)  # the next instant: skipped still-running, the orphan waits
+    assert at(-5) not in shell.skips(m.SkipReason.STILL_RUNNING)
+    out = shell.give(m.Exited(at(0), "ok"))
+    out += shell.give(m.ResultWritten(at(0)))
+    (claim,) = [a for a in out if isinstance(a, m.Claim) and a.instant == at(-5)]
+    assert claim.attempt == 2
+
+
+def test_an_orphan_found_again_after_its_claim_was_taken_is_queued_again() -> None:
+    """Another member claimed it again first, then died too: found again, run again."""
+    shell = Shell(spec(**ALO), updated_at=T0, orphan_interval=10.0)
+    shell.join()
+    planned(shell, (), ())
+    shell.to(10.0)
+    out = shell.give(m.OrphansFound(((at(-5), 1),)))
+    assert [a.attempt for a in out if isinstance(a, m.Claim) and a.instant == at(-5)] == [2]
+    shell.give(m.ClaimAnswered(at(-5), m.ClaimOutcome.TAKEN, holder="m2"))
+    shell.to(20.5)
+    out = shell.give(m.OrphansFound(((at(-5), 2),)))
+    assert [a.attempt for a in out if isinstance(a, m.Claim) and a.instant == at(-5)] == [3]

@@ -24,6 +24,7 @@ Invariants (checked by the cluster simulator, zksched/sim):
 
 from __future__ import annotations
 
+from collections import deque
 from datetime import datetime
 
 from zksched.core.catchup import trigger_instant
@@ -278,9 +279,11 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
                 self._queue.append((instant, kind))
                 return
             # latest: the catch-up's instant not started by now never will be (none is
-            # claimed after a later one), and is recorded as such
-            while self._queue:
-                self._skip(self._queue.popleft()[0], m.SkipReason.STILL_RUNNING, record=True)
+            # claimed after a later one), and is recorded as such; an orphan to run again
+            # (at-least-once) waits for its turn whatever comes due meanwhile
+            for missed, _ in [e for e in self._queue if e[0] not in self._reruns]:
+                self._skip(missed, m.SkipReason.STILL_RUNNING, record=True)
+            self._queue = deque(e for e in self._queue if e[0] in self._reruns)
         if self.holding:
             # recorded once the claim that holds the job starts its run; if that claim comes
             # to nothing (contact lost, withdrawn), nothing ran: the instant is caught up

@@ -28,11 +28,18 @@ class Redelivering(JobState):
     def _at_least_once(self) -> bool:
         return self.spec.delivery == "at-least-once"
 
-    def _queue_reruns(self, orphans: tuple[tuple[datetime, int], ...], limit: datetime) -> None:
-        """Note the orphans to run again (the caller queues or plans them)."""
+    def _queue_reruns(
+        self, orphans: tuple[tuple[datetime, int], ...], limit: datetime
+    ) -> list[datetime]:
+        """Note the orphans to run again, as their next attempt; returns those noted (the
+        caller queues or plans them). One in hand or already queued keeps its place."""
+        queued = {instant for instant, _ in self._queue}
+        noted = []
         for instant, attempt in orphans:
-            if instant not in self.fires and instant <= limit:
+            if instant not in self.fires and instant not in queued and instant <= limit:
                 self._reruns[instant] = attempt + 1
+                noted.append(instant)
+        return noted
 
     def _look_for_orphans(self, now: float) -> None:
         """While active: ask for the job's orphans when it is time (one ask at a time)."""
@@ -51,10 +58,7 @@ class Redelivering(JobState):
         self._orphans_due = now + (
             self.tunables.orphan_interval if event.ok else self.tunables.retry_interval
         )
-        queued = {instant for instant, _ in self._queue}
-        before = set(self._reruns)
-        self._queue_reruns(event.orphans, _utc(now))
-        for instant in sorted(set(self._reruns) - before - queued):
+        for instant in sorted(self._queue_reruns(event.orphans, _utc(now))):
             # in instant order with the catch-up's: its place in the queue
             at = bisect.bisect([i for i, _ in self._queue], instant)
             self._queue.insert(at, (instant, "catchup"))
