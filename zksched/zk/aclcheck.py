@@ -23,8 +23,8 @@ _LETTERS = ((Permissions.CREATE, "c"), (Permissions.DELETE, "d"), (Permissions.R
 
 def guarded_nodes(paths: ClusterPaths) -> list[str]:
     """The folders every other node of the cluster is made under."""
-    return [paths.base, paths.members, paths.jobs, paths.blobs, paths.fires, paths.locks,
-            paths.triggers, paths.clocks]
+    return [paths.base, paths.members, paths.jobs, paths.blobs, paths.fires, paths.live,
+            paths.locks, paths.triggers, paths.clocks]
 
 
 def _letters(perms: int) -> str:
