@@ -513,6 +513,23 @@ def test_a_trigger_of_a_running_skip_job_runs_once_after_the_run() -> None:
     assert not shell.skips(m.SkipReason.STILL_RUNNING)
 
 
+def test_a_trigger_whose_instant_another_claimed_runs_at_a_later_second() -> None:
+    """Regression (simulator seed 1150): two triggers in one second on two members (the
+    job moved between them) chose the same instant; the second's claim was taken and the
+    trigger was dropped, never run."""
+    shell = Shell(spec(schedule="0 * * * * *", overlap="allow"), updated_at=T0)
+    shell.join()
+    shell.now = T0 + 5.2
+    shell.give(m.Triggered("t-2"))
+    (first,) = [a for a in shell.of(m.Claim) if a.kind == "trigger"]  # type: ignore[attr-defined]
+    shell.give(m.ClaimAnswered(first.instant, m.ClaimOutcome.TAKEN, holder="other"))  # type: ignore[attr-defined]
+    shell.to(6.1)
+    again = [a for a in shell.of(m.Claim) if a.kind == "trigger"]  # type: ignore[attr-defined]
+    assert len(again) == 2 and again[1].instant > first.instant  # type: ignore[attr-defined]
+    shell.run(again[1].instant, token=9)  # type: ignore[attr-defined]
+    assert [a.kind for a in shell.of(m.Start)] == ["trigger"]  # type: ignore[attr-defined]
+
+
 def test_a_trigger_taken_as_the_job_moves_is_handed_back() -> None:
     shell = Shell(spec(schedule="0 * * * * *"), updated_at=T0)
     shell.join()

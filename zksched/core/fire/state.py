@@ -212,11 +212,11 @@ class JobState:
         self, fire: Fire, reason: m.SkipReason | None, detail: str, record: bool | None = None
     ) -> None:
         """Forget a fire that left nothing of ours behind, and say why it did not run. A
-        trigger's goes back to wait for its turn (it runs once), unless its instant is
-        another fire's."""
+        trigger's goes back to wait for its turn (it runs once: at a later second when its
+        instant turned out another fire's, say another member's trigger in the same second)."""
         fire.step(Step.DROPPED)
         del self.fires[fire.instant]
-        if fire.trigger is not None and reason is not m.SkipReason.ALREADY_CLAIMED:
+        if fire.trigger is not None:
             self._triggers.appendleft(fire.trigger)
             return
         if reason is not None:
