@@ -60,3 +60,26 @@ def test_a_retry_that_could_not_start_is_an_error_after_the_failed_attempts() ->
         "attempts": fields["attempts"],
     }
     assert [a["attempt"] for a in fields["attempts"]] == [1]
+
+
+def test_a_fire_claimed_again_keeps_its_abandoned_attempt_first_and_counts_on() -> None:
+    """At-least-once: the record of an orphan claimed again starts at attempt 2 and lists the
+    abandoned attempt; a retry of it then fails once and passes: attempts 1, 2, 3 in all."""
+    from zksched.core.fires import FireRecord
+    from zksched.runtime.attempts import after_claim
+
+    claimed = FireRecord(
+        job="job", scheduled="2026-03-01T00:00:00Z", member_id="m2", session=2, nonce="b",
+        state="running", claimed_at="2026-03-01T00:00:05.000Z", attempt=2,
+        attempts=[{"attempt": 1, "state": "abandoned", "member_id": "m1"}],
+    )
+    log = AttemptLog()
+    log.failed(FIRE, 2, failed(6.0), "failed", T + 8.0)
+    fields = log.final(FIRE, RunResult("ok", 0, T + 9, T + 10), "ok", None)
+    merged = after_claim(fields, claimed)
+    assert merged["attempt"] == 3 and merged["state"] == "ok"
+    assert [a["attempt"] for a in merged["attempts"]] == [1, 2]
+    assert [a["state"] for a in merged["attempts"]] == ["abandoned", "failed"]
+    # a first claim's fields are left as they are
+    first = claimed.with_changes(attempt=None, attempts=None)
+    assert after_claim(fields, first) == fields

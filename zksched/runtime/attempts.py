@@ -10,6 +10,7 @@ import threading
 from datetime import datetime
 from typing import Any
 
+from zksched.core.fires import FireRecord
 from zksched.runtime.clock import iso_ms
 from zksched.runtime.runtypes import RunResult
 
@@ -71,3 +72,16 @@ class AttemptLog:
 
 
 _RESULT_KEYS = ("state", "started_at", "finished_at", "exit_code", "error")
+
+
+def after_claim(fields: dict[str, Any], claimed: FireRecord) -> dict[str, Any]:
+    """`final`'s fields as the record of a claim that began at a later attempt (an orphan
+    claimed again, at-least-once): its record's attempts come first, and the attempt
+    numbers count on from its own."""
+    if not claimed.attempts or "attempts" not in fields:
+        return fields
+    first = claimed.attempt or 1
+    return fields | {
+        "attempts": [*claimed.attempts, *fields["attempts"]],
+        "attempt": fields["attempt"] + first - 1,
+    }

@@ -31,7 +31,7 @@ from zksched.core.fire import model as m
 from zksched.core.fire.member import MemberFireCore
 from zksched.core.firekey import fire_key, parse_utc
 from zksched.core.jobspec import JobSpec
-from zksched.runtime.attempts import AttemptLog
+from zksched.runtime.attempts import AttemptLog, after_claim
 from zksched.runtime.clock import Clock
 from zksched.runtime.cluster import ClusterMembership
 from zksched.runtime.clusterview import ClusterView
@@ -347,7 +347,9 @@ class FireEngine:
                     result = self.commands.finals.pop((job, instant), None)
                     fields = self.attempts.final((job, instant), result, status, error)
                     claimed = self.io.claimed(job, instant)
-                    final = claimed.record.with_changes(**fields) if fields and claimed else None
+                    final = None
+                    if fields and claimed:
+                        final = claimed.record.with_changes(**after_claim(fields, claimed.record))
                     machine = self.core.jobs.get(job)
                     self.io.write_result(action, final, machine is None or not machine.owned)
                 case m.RecordSkip():
