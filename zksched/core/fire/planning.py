@@ -151,11 +151,16 @@ class CatchupPlanning(Redelivering):
         """The lease is ours after instants were left waiting for it: plan a catch-up from
         the first of them (the policy runs or records them, in order, then the rest)."""
         assert self._gap is not None
+        # what waited for the lease besides the gap (catch-up instants leasing or queued)
+        # is planned again with it: never a plan that starts after them
+        waited = [instant.timestamp() for instant, _ in self._queue]
         for fire in [f for f in self.fires.values() if f.stage is FireStage.LEASING]:
             fire.step(Step.DROPPED)
             del self.fires[fire.instant]
             self._trigger_again(fire)
-        self.last_active = self._gap.timestamp() + self.spec.jitter
+            if fire.trigger is None:
+                waited.append(fire.instant.timestamp())
+        self.last_active = min([self._gap.timestamp() + self.spec.jitter, *waited])
         self._gap = None
         self.phase = JobPhase.INACTIVE
         self._queue.clear()
