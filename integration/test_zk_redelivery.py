@@ -31,7 +31,7 @@ class Side:
     def __init__(self, client: KazooClient, client_id: str) -> None:
         self.client = client
         self.claims = FireClaims(client, ClusterPaths(client_id), 3.0)
-        self.zk = Redelivery(client, ClusterPaths(client_id), 3.0)
+        self.zk = Redelivery(client, ClusterPaths(client_id), self.claims, 3.0)
 
     def claim(self, nonce: str) -> Claimed:
         self.zk.ensure_folder("j")
@@ -137,3 +137,17 @@ def test_a_withdrawn_claim_again_leaves_the_orphan_as_it_was(
     assert isinstance(claimed, Claimed)
     assert fresh.zk.withdraw(claimed)
     assert fresh.claims.read("j", "2026-01-01T00:00:01Z") is None
+
+
+def test_a_first_claim_withdrawn_after_its_session_ended_goes_without_its_marker(
+    zk_client: Callable[..., KazooClient], zk: str, client_id: str
+) -> None:
+    """The claimer came back on a new session (contact was lost before the start): its
+    marker went with the old session, so the withdrawal deletes the bare record alone."""
+    old = Side(zk_client(zk), client_id)
+    claimed = old.claim("a")
+    old.client.stop()
+    back = Side(zk_client(zk), client_id)
+    assert back.zk.withdraw(claimed)
+    assert back.claims.read("j", INSTANT) is None
+    assert not back.zk.withdraw(claimed)  # gone already

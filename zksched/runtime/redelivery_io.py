@@ -25,7 +25,7 @@ class RedeliveryIO:
         self, client: KazooClient, paths: ClusterPaths, claims: FireClaims, timeout: float
     ) -> None:
         self._claims = claims
-        self.zk = Redelivery(client, paths, timeout)
+        self.zk = Redelivery(client, paths, claims, timeout)
         self._mutex = threading.Lock()
         self._orphans: dict[tuple[str, datetime], Orphan] = {}  # found, not claimed again
 

@@ -25,7 +25,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 
 from zksched.core.fires import FireRecord
-from zksched.zk.claims import AlreadyClaimed, Claimed
+from zksched.zk.claims import AlreadyClaimed, Claimed, FireClaims
 from zksched.zk.connection import wait
 from zksched.zk.paths import ClusterPaths
 
@@ -39,8 +39,11 @@ class Orphan:
 
 
 class Redelivery:
-    def __init__(self, client: KazooClient, paths: ClusterPaths, timeout: float) -> None:
+    def __init__(
+        self, client: KazooClient, paths: ClusterPaths, claims: FireClaims, timeout: float
+    ) -> None:
         self._client = client
+        self._claims = claims  # reads, resolves and withdrawals of the records themselves
         self._paths = paths
         self._timeout = timeout
         self._folders: set[str] = set()  # jobs whose marker folder is known to exist
@@ -122,8 +125,7 @@ class Redelivery:
         if isinstance(results[2], NoNodeError):
             wait(self._client.ensure_path_async(self._paths.fence), self._timeout)
         # changed since it was read (a result written late, claimed again by another)
-        current = self._read(path)
-        return AlreadyClaimed(current)
+        return AlreadyClaimed(self._claims.read(record.job, record.scheduled))
 
     def complete(self, claimed: Claimed, record: FireRecord) -> bool:
         """Write the result and delete our marker, together. When the marker is gone (our
@@ -136,18 +138,11 @@ class Redelivery:
         if not any(isinstance(r, Exception) for r in results):
             return True
         for _ in range(3):
+            ours = self._claims.resolve(claimed.record)  # by its nonce, with its version
+            if not isinstance(ours, Claimed):
+                return False  # gone, unreadable, or claimed again: not ours to write
             try:
-                raw, stat = wait(self._client.get_async(claimed.path), self._timeout)
-            except NoNodeError:
-                return False
-            try:
-                current = FireRecord.from_json(raw)
-            except (ValueError, TypeError, UnicodeDecodeError):
-                return False
-            if current.nonce != claimed.record.nonce:
-                return False
-            try:
-                wait(self._client.set_async(claimed.path, record.to_json(), stat.version),
+                wait(self._client.set_async(claimed.path, record.to_json(), ours.version),
                      self._timeout)
                 return True
             except BadVersionError:
@@ -170,16 +165,5 @@ class Redelivery:
         if not any(isinstance(r, Exception) for r in results):
             return True
         if isinstance(results[1], NoNodeError) and isinstance(results[0], RolledBackError):
-            try:  # the marker went with an earlier session: the record alone
-                wait(self._client.delete_async(claimed.path, claimed.version), self._timeout)
-                return True
-            except (NoNodeError, BadVersionError):
-                return False
+            return self._claims.withdraw(claimed)  # the marker went with an earlier session
         return False
-
-    def _read(self, path: str) -> FireRecord | None:
-        try:
-            raw, _ = wait(self._client.get_async(path), self._timeout)
-            return FireRecord.from_json(raw)
-        except (NoNodeError, ValueError, TypeError, UnicodeDecodeError):
-            return None
