@@ -35,6 +35,9 @@ class RedeliveryIO:
         found = self.zk.orphans(job, format_utc(since))
         out = []
         with self._mutex:
+            # the last scan's answer replaces the job's earlier one (no entry outlives it)
+            for key in [k for k in self._orphans if k[0] == job]:
+                del self._orphans[key]
             for orphan in found:
                 instant = parse_utc(orphan.record.scheduled)
                 self._orphans[(job, instant)] = orphan
