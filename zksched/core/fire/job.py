@@ -87,7 +87,7 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
             # at-least-once: its claim may be run again once the session is gone: never beside
             if fire.stage in COMMAND_UP and (
                 self.tunables.on_session_loss == "terminate"
-                or self.spec.delivery == "at-least-once"
+                or self._at_least_once
             ):
                 self._out.append(m.Terminate(self.spec.name, fire.instant, "session lost"))
         return self._finish(now)  # deactivates: fires waiting for the lease are dropped

@@ -45,7 +45,7 @@ class CatchupPlanning(Redelivering):
             self._plan_waits = True
         elif spec.paused or (
             _latest(spec, self._plan_lower, self._plan_until) is None
-            and spec.delivery == "at-most-once"
+            and not self._at_least_once
         ):
             self.phase = JobPhase.ACTIVE
             self._orphan_checks_from(now)
@@ -53,7 +53,7 @@ class CatchupPlanning(Redelivering):
             self.phase = JobPhase.PLANNING
             self._plan_retry = NEVER
             orphans_since = None
-            if spec.delivery == "at-least-once":
+            if self._at_least_once:
                 orphans_since = _utc(self._plan_until - spec.catchup_window)
             self._out.append(m.ReadHistory(spec.name, orphans_since))
 
@@ -82,7 +82,7 @@ class CatchupPlanning(Redelivering):
         behind = holes(schedule, recorded, lower)
         behind = unpruned(behind, event.horizon, len(recorded), max(1, spec.history))
         self._pending_plan = _Plan(plan, behind, after)
-        if spec.delivery == "at-least-once":
+        if self._at_least_once:
             self._queue_reruns(event.orphans, limit)  # run again with the catch-up
         if behind:
             self._out.append(m.ReadRanges(spec.name, tuple(next_records(behind, recorded))))
