@@ -53,10 +53,7 @@ def read_cluster(ctx: CliContext) -> tuple[list[JobHistory], set[int]]:
     histories = []
     for name, job in sorted(stored.items()):
         entry = parse_stored(job)
-        eligible = (
-            entry.spec is not None
-            and table.job_owner(name, entry.spec) is not None
-        )
+        eligible = entry.spec is not None and table.job_owner(name, entry.spec) is not None
         histories.append(
             JobHistory(
                 name=name,

@@ -44,13 +44,28 @@ def _when(text: str, timezone: str, now: datetime) -> datetime:
 @click.argument("when")
 @click.argument("name")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-@click.option("--tz", "timezone", default="UTC", show_default=True,
-              help="The job's time zone (WHEN without an offset is read in it).")
-@click.option("--label", "labels", multiple=True, metavar="K=V",
-              help="Only members with this label may run it (repeatable).")
+@click.option(
+    "--tz",
+    "timezone",
+    default="UTC",
+    show_default=True,
+    help="The job's time zone (WHEN without an offset is read in it).",
+)
+@click.option(
+    "--label",
+    "labels",
+    multiple=True,
+    metavar="K=V",
+    help="Only members with this label may run it (repeatable).",
+)
 @click.option("--timeout", default=None, metavar="DURATION", help="Kill the command after this.")
-@click.option("--catchup-window", default="1h", show_default=True, metavar="DURATION",
-              help="If no member was up at WHEN, run it when one comes, up to this late.")
+@click.option(
+    "--catchup-window",
+    default="1h",
+    show_default=True,
+    metavar="DURATION",
+    help="If no member was up at WHEN, run it when one comes, up to this late.",
+)
 @click.pass_obj
 def at_command(
     ctx: CliContext,
@@ -97,7 +112,8 @@ def at_command(
         if name in table:
             raise CliFailure(
                 f"a job named {name!r} exists already; pick another name, or `jobs delete` "
-                "it first", EXIT_INVALID
+                "it first",
+                EXIT_INVALID,
             )
         table[name] = StoredJob(name, spec.to_record(), now_utc())
         return table

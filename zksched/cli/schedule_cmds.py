@@ -58,7 +58,6 @@ def check_command(file: str) -> None:
             click.echo(_printable(f"  {name}: {line}", sys.stdout))
 
 
-
 def _parse_after(text: str | None, timezone: str) -> datetime:
     if text is None:
         return datetime.now(load_zone(timezone))

@@ -302,11 +302,14 @@ def parse_cron(expression: str) -> CronFields:
     # When both day fields must match, make sure the day-of-month exists in an allowed month
     # (L and LW always do; NW where day N does).
     possible = days | (forms.nearest if forms is not None else 0)
-    if (dom_star or dow_star) and not (forms is not None and (forms.last or forms.last_weekday)) \
-            and not any(
-        possible & (1 << day) and months & (1 << month)
-        for month in range(1, 13)
-        for day in range(1, _MAX_DAYS[month] + 1)
+    if (
+        (dom_star or dow_star)
+        and not (forms is not None and (forms.last or forms.last_weekday))
+        and not any(
+            possible & (1 << day) and months & (1 << month)
+            for month in range(1, 13)
+            for day in range(1, _MAX_DAYS[month] + 1)
+        )
     ):
         raise CronSyntaxError(
             f"schedule {_show(text)} never fires: no allowed day of the month occurs in "

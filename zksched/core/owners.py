@@ -44,8 +44,22 @@ def _allow_list_regex(patterns: tuple[str, ...]) -> re.Pattern[str]:
 # them on a member with an allow-list (LD_PRELOAD would run any code inside /usr/bin/true).
 LOADER_PREFIXES = ("LD_", "DYLD_", "PYTHON", "PERL", "RUBY", "BASH_FUNC_", "GCONV_", "NODE_")
 LOADER_VARIABLES = frozenset(
-    {"PATH", "BASH_ENV", "ENV", "IFS", "SHELLOPTS", "BASHOPTS", "PS4", "LOCPATH", "NLSPATH",
-     "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "HOSTALIASES", "TCLLIBPATH"}
+    {
+        "PATH",
+        "BASH_ENV",
+        "ENV",
+        "IFS",
+        "SHELLOPTS",
+        "BASHOPTS",
+        "PS4",
+        "LOCPATH",
+        "NLSPATH",
+        "JAVA_TOOL_OPTIONS",
+        "_JAVA_OPTIONS",
+        "JDK_JAVA_OPTIONS",
+        "HOSTALIASES",
+        "TCLLIBPATH",
+    }
 )
 
 

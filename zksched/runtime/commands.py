@@ -147,8 +147,12 @@ class FireCommands:
             ZKSCHED_ATTEMPT=str(start.attempt),
         )
         request = RunRequest(
-            job=spec.name, fire_key=fire, argv=tuple(spec.command), env=env,
-            cwd=spec.workdir, timeout=spec.timeout,
+            job=spec.name,
+            fire_key=fire,
+            argv=tuple(spec.command),
+            env=env,
+            cwd=spec.workdir,
+            timeout=spec.timeout,
         )
         self.runs[key] = run
 
@@ -167,9 +171,7 @@ class FireCommands:
         except RuntimeError:  # stopping: started here, as the stop waits for it
             self._launch(run, request, done)
 
-    def _launch(
-        self, run: _Run, request: RunRequest, done: Callable[[RunResult], None]
-    ) -> None:
+    def _launch(self, run: _Run, request: RunRequest, done: Callable[[RunResult], None]) -> None:
         try:
             run.command = self._runner.start(request, done, programs=self._lookup())
         finally:
@@ -238,4 +240,3 @@ class FireCommands:
         )
         for observer in self.observers:
             observer(event)
-

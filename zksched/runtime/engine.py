@@ -286,8 +286,12 @@ class FireEngine:
                         len(owned),
                         taken,
                         dropped,
-                        extra={"event": "owned", "owned": len(owned), "taken": taken,
-                               "dropped": dropped},
+                        extra={
+                            "event": "owned",
+                            "owned": len(owned),
+                            "taken": taken,
+                            "dropped": dropped,
+                        },
                     )
                     self.triggers(self._pending_triggers)
             if now >= self._next_chores:
@@ -337,12 +341,19 @@ class FireEngine:
                         self.commands.terminate(run, why)
                 case m.RecordAttempt(job, instant, attempt, status, retry_at):
                     result = self.commands.finals.pop((job, instant), None)
-                    earlier = self.attempts.failed((job, instant), attempt, result, status,
-                                                   retry_at)
+                    earlier = self.attempts.failed(
+                        (job, instant), attempt, result, status, retry_at
+                    )
                     self.io.note_attempt(job, instant, attempt, earlier)
-                    log.info("%s: attempt %d %s; attempt %d in %.1fs",
-                             fire_key(job, instant), attempt, status, attempt + 1,
-                             retry_at - now, extra={"event": "retry", "job": job})
+                    log.info(
+                        "%s: attempt %d %s; attempt %d in %.1fs",
+                        fire_key(job, instant),
+                        attempt,
+                        status,
+                        attempt + 1,
+                        retry_at - now,
+                        extra={"event": "retry", "job": job},
+                    )
                 case m.WriteResult(job, instant, status, _reason, error):
                     result = self.commands.finals.pop((job, instant), None)
                     fields = self.attempts.final((job, instant), result, status, error)
@@ -378,4 +389,3 @@ class FireEngine:
                     "command-not-allowed",
                     f"{program!r} is not in this member's allowed_commands; another member runs it",
                 )
-

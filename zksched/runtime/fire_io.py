@@ -90,7 +90,11 @@ class FireIO:
         self._claimed: dict[FireId, Claimed] = {}  # our claims, until their result is written
         self._unwritten: list[tuple[Claimed, FireRecord, str, datetime]] = []
         self.leases = LeaseIO(
-            client, paths, settings.member_id, settings.call_timeout, post,
+            client,
+            paths,
+            settings.member_id,
+            settings.call_timeout,
+            post,
             self.history.holder_runs,
         )
         self.skips = SkipRecords(
@@ -234,14 +238,20 @@ class FireIO:
                 else:
                     deleted = self.claims.withdraw(claimed)
             except Exception as exc:
-                log.warning("could not withdraw the claim of %s (%s); will retry",
-                            claimed.record.fire_key, type(exc).__name__)
+                log.warning(
+                    "could not withdraw the claim of %s (%s); will retry",
+                    claimed.record.fire_key,
+                    type(exc).__name__,
+                )
                 self._post(job, m.Withdrawn(instant, done=False))
                 return
             if deleted:
-                log.info("withdrew the claim of %s: contact was lost before its start; the "
-                         "job's catch-up decides it", claimed.record.fire_key,
-                         extra={"event": "withdrawn", "job": job})
+                log.info(
+                    "withdrew the claim of %s: contact was lost before its start; the "
+                    "job's catch-up decides it",
+                    claimed.record.fire_key,
+                    extra={"event": "withdrawn", "job": job},
+                )
         with self._mutex:
             self._claimed.pop((job, instant), None)
             self._records.pop((job, instant), None)
@@ -336,8 +346,11 @@ class FireIO:
             else:
                 self.claims.complete(claimed, record)
         except Exception as exc:
-            log.warning("could not record the result of %s (%s); will retry",
-                        record.fire_key, type(exc).__name__)
+            log.warning(
+                "could not record the result of %s (%s); will retry",
+                record.fire_key,
+                type(exc).__name__,
+            )
             self._keep_unwritten(claimed, record)
             return False
         return True
@@ -364,8 +377,11 @@ class FireIO:
         try:
             self._triggers.request(job, self._settings.member_id)
         except Exception as exc:
-            log.error("a trigger of %s taken here is lost: could not hand it back (%s)",
-                      job, type(exc).__name__)
+            log.error(
+                "a trigger of %s taken here is lost: could not hand it back (%s)",
+                job,
+                type(exc).__name__,
+            )
 
     # -- history (history_io.py) ------------------------------------------------------------
 

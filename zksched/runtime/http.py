@@ -29,7 +29,6 @@ from zksched.runtime.probes import CONTENT_SECURITY_POLICY, PublishedBodies
 log = logging.getLogger(__name__)
 
 
-
 class _Server(HTTPServer):
     """Requests are handled by a few threads started once, not a thread per request:
     starting a thread costs several GIL hand-offs, which a probe pays in full while the

@@ -72,8 +72,13 @@ class LeaseIO:
 
     def _take_lease(self, job: str, wait: float, take: int, session: int) -> None:
         lock = JobLock(
-            self._client, self._paths, job, self._member_id, session,
-            self._timeout, self.registry,
+            self._client,
+            self._paths,
+            job,
+            self._member_id,
+            session,
+            self._timeout,
+            self.registry,
         )
         try:
             attempt = lock.try_acquire(wait)

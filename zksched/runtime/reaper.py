@@ -59,8 +59,9 @@ class Reaper:
             assert self._process.stdin is not None
             self._fd = self._process.stdin.fileno()
         except OSError as exc:
-            log.error("cannot start the reaper (%s): a killed daemon's commands would outlive "
-                      "it", exc)
+            log.error(
+                "cannot start the reaper (%s): a killed daemon's commands would outlive it", exc
+            )
 
     def watch(self, pgid: int) -> None:
         self._send(f"+{pgid}\n")

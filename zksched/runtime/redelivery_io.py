@@ -46,7 +46,9 @@ class RedeliveryIO:
             log.warning(
                 "%s: claimed by %s (attempt %d), whose session ended before its result; "
                 "its owner runs it again (delivery = at-least-once)",
-                orphan.record.fire_key, orphan.record.member_id, orphan.record.attempt or 1,
+                orphan.record.fire_key,
+                orphan.record.member_id,
+                orphan.record.attempt or 1,
                 extra={"event": "orphan", "job": job},
             )
         return tuple(out)
@@ -71,17 +73,24 @@ class RedeliveryIO:
         with self._mutex:
             self._orphans.pop(key, None)
         if isinstance(outcome, Claimed):
-            log.info("%s claimed again (attempt %d, fencing token %d)", again.fire_key,
-                     attempt, outcome.fencing_token, extra={"event": "reclaimed",
-                                                            "job": record.job})
+            log.info(
+                "%s claimed again (attempt %d, fencing token %d)",
+                again.fire_key,
+                attempt,
+                outcome.fencing_token,
+                extra={"event": "reclaimed", "job": record.job},
+            )
         return outcome
 
     def complete(self, claimed: Claimed, record: FireRecord) -> None:
         if not self.zk.complete(claimed, record):
-            log.warning("%s: result %s not written: the fire was claimed again after this "
-                        "member's session ended (the new run's result stands)",
-                        record.fire_key, record.state,
-                        extra={"event": "result-superseded", "job": record.job})
+            log.warning(
+                "%s: result %s not written: the fire was claimed again after this "
+                "member's session ended (the new run's result stands)",
+                record.fire_key,
+                record.state,
+                extra={"event": "result-superseded", "job": record.job},
+            )
 
 
 def _abandoned(record: FireRecord) -> dict[str, object]:

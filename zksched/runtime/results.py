@@ -75,9 +75,7 @@ class ResultWriter:
         """Write `record`, then call `then`. `urgent`: another member waits for the job's
         lock, given back once this is written (the job moved): no hold."""
         with self._cv:
-            self._queue.append(
-                _Pending(claimed, record, then, time.monotonic(), urgent)
-            )
+            self._queue.append(_Pending(claimed, record, then, time.monotonic(), urgent))
             self._urgent += urgent
             if self._thread is None:
                 self._thread = threading.Thread(

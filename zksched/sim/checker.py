@@ -123,9 +123,12 @@ def _no_double(
             retries = max((s.retries for s in specs), default=0)
             per_claim = Counter(r.token for r in fire_runs)
             if (first.attempt != 1 and not redelivered) or max(per_claim.values()) > retries + 1:
-                verdict.add("retries", job, instant,
-                            f"{len(fire_runs)} attempts (first {first.attempt}), retries "
-                            f"{retries}")
+                verdict.add(
+                    "retries",
+                    job,
+                    instant,
+                    f"{len(fire_runs)} attempts (first {first.attempt}), retries {retries}",
+                )
 
 
 def _each_run(
@@ -138,12 +141,17 @@ def _each_run(
 ) -> None:
     for run in runs:
         if run.started >= expired_at.get(run.session, float("inf")):
-            verdict.add("connected", job, run.instant, f"started by {run.member} after its "
-                        "session expired")
+            verdict.add(
+                "connected", job, run.instant, f"started by {run.member} after its session expired"
+            )
         silence = ledger.silence_at_start.get(id(run), 0.0)
         if silence > limits.session_timeout / 2:
-            verdict.add("connected", job, run.instant,
-                        f"started by {run.member} after {silence:.2f}s without contact")
+            verdict.add(
+                "connected",
+                job,
+                run.instant,
+                f"started by {run.member} after {silence:.2f}s without contact",
+            )
         if run.attempt > 1:
             # a retry carries on its fire's first run (the policies were that run's to obey;
             # a change the member learns of ends the retries): checked by _no_double, and
@@ -152,21 +160,28 @@ def _each_run(
             continue
         spec = _spec_at(ledger, job, run.started)
         tables = ledger.tables_between(run.started - SLACK, run.started)
-        if run.kind != "trigger" and all(
-            job not in t or t[job][0].paused for t in tables
-        ):
-            verdict.add("paused", job, run.instant, f"started by {run.member} while the job "
-                        "was paused or deleted")
+        if run.kind != "trigger" and all(job not in t or t[job][0].paused for t in tables):
+            verdict.add(
+                "paused",
+                job,
+                run.instant,
+                f"started by {run.member} while the job was paused or deleted",
+            )
         if spec is None:
             continue
         if run.kind == "catchup":
             if spec.catchup == "none" and _steady(ledger, job, run.started, "catchup"):
                 verdict.add("catchup", job, run.instant, "caught up with catchup = none")
             age = run.local_started - run.instant.timestamp()
-            if age > spec.catchup_window + SLACK and _steady(ledger, job, run.started,
-                                                             "catchup_window"):
-                verdict.add("catchup", job, run.instant,
-                            f"caught up {age:.1f}s late, window {spec.catchup_window}s")
+            if age > spec.catchup_window + SLACK and _steady(
+                ledger, job, run.started, "catchup_window"
+            ):
+                verdict.add(
+                    "catchup",
+                    job,
+                    run.instant,
+                    f"caught up {age:.1f}s late, window {spec.catchup_window}s",
+                )
         _no_backlog(verdict, ledger, job, run, limits)
 
 
@@ -179,9 +194,12 @@ def _no_backlog(verdict: Verdict, ledger: Ledger, job: str, run: Run, limits: Li
     if _steady(ledger, job, run.started, "overlap", "schedule", "jitter"):
         deadline = _deadline(spec, run.instant)
         if run.local_started > deadline + limits.start_grace + 0.1:
-            verdict.add("backlog", job, run.instant,
-                        f"started {run.local_started - deadline:.2f}s after its "
-                        "successor was due")
+            verdict.add(
+                "backlog",
+                job,
+                run.instant,
+                f"started {run.local_started - deadline:.2f}s after its successor was due",
+            )
 
 
 def _overlap(verdict: Verdict, ledger: Ledger, job: str, runs: list[Run]) -> None:
@@ -202,9 +220,13 @@ def _overlap(verdict: Verdict, ledger: Ledger, job: str, runs: list[Run]) -> Non
             # under allow, by a member not yet told of the change, holds no lease)
             skip_then = earlier_spec is not None and earlier_spec.overlap == "skip"
             if same or (skip_then and _steady(ledger, job, earlier.started, "overlap")):
-                verdict.add("overlap", job, later.instant,
-                            f"started by {later.member} while {job}@... of {earlier.member} "
-                            f"({earlier.instant:%H:%M:%S}) was running")
+                verdict.add(
+                    "overlap",
+                    job,
+                    later.instant,
+                    f"started by {later.member} while {job}@... of {earlier.member} "
+                    f"({earlier.instant:%H:%M:%S}) was running",
+                )
 
 
 def _tokens(verdict: Verdict, job: str, runs: list[Run]) -> None:
@@ -234,15 +256,18 @@ def _triggers(verdict: Verdict, ledger: Ledger, by_job: dict[str, list[Run]]) ->
         if spec is None or spec.schedule == "* * * * * *":
             continue  # no second is free of scheduled runs: the trigger shares one
         ran = [
-            r for r in by_job.get(take.job, [])
-            if r.kind == "trigger" and id(r) not in used
+            r
+            for r in by_job.get(take.job, [])
+            if r.kind == "trigger"
+            and id(r) not in used
             and take.at <= r.started <= take.at + TRIGGER_WINDOW
         ]
         if ran:
             used.add(id(ran[0]))  # on its taker, or on a new owner it was handed back to
         else:
-            verdict.add("trigger", take.job, None, f"trigger {take.node} taken by "
-                        f"{take.member} did not run")
+            verdict.add(
+                "trigger", take.job, None, f"trigger {take.node} taken by {take.member} did not run"
+            )
 
 
 def _coverage(
@@ -275,7 +300,8 @@ def _coverage(
                 if sent < limits.end - 10.0:  # else: just claimed, maybe still settling
                     _never_started(verdict, ledger, job, instant, fields[1])
         ranges = [
-            (parse_utc(f[6]), instant) for instant, f in records.items()
+            (parse_utc(f[6]), instant)
+            for instant, f in records.items()
             if f[0] == "skipped" and len(f) > 6 and f[6]
         ]
         start = max(updated_at, limits.settle_from - spec.catchup_window, ledger.table_times[0])
@@ -313,8 +339,13 @@ def _orphan_left(
     window = min((s.catchup_window for s in specs), default=0.0)
     redelivered = all(s.delivery == "at-least-once" and not s.paused for s in specs)
     if redelivered and found_by < min(limits.end - SLACK, instant.timestamp() + window):
-        verdict.add("lost", job, instant, f"orphaned by session {fields[2]} at "
-                    f"t+{gone - EPOCH:.3f}s (at-least-once), never run again")
+        verdict.add(
+            "lost",
+            job,
+            instant,
+            f"orphaned by session {fields[2]} at "
+            f"t+{gone - EPOCH:.3f}s (at-least-once), never run again",
+        )
     else:
         verdict.abandoned += 1
 
@@ -338,13 +369,16 @@ def _never_started(
     # contact lost between the claim's send and its reply: parked until connected again
     sent = ledger.claim_sent.get((job, instant), claim[1])
     if ledger.connected_for(member, sent, claim[1]) < claim[1] - sent - 1e-9 and any(
-        claim[1] <= d and ledger.connected_for(member, claim[1], d) <= PARKED_WINDOW
-        for d in deaths
+        claim[1] <= d and ledger.connected_for(member, claim[1], d) <= PARKED_WINDOW for d in deaths
     ):
         verdict.abandoned += 1
         return
-    verdict.add("lost", job, instant, f"claimed by {member} at t+{claim[1] - EPOCH:.3f}s, "
-                "never started nor settled")
+    verdict.add(
+        "lost",
+        job,
+        instant,
+        f"claimed by {member} at t+{claim[1] - EPOCH:.3f}s, never started nor settled",
+    )
 
 
 def _instants(spec: JobSpec, start: float, end: float) -> list[datetime]:

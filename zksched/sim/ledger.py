@@ -122,8 +122,9 @@ class Ledger:
     def trigger_taken(self, node: str, member: MemberView) -> None:
         job = node.rsplit(".", 1)[0]
         self.takes.append(
-            TriggerTake(node, job, member.name, member.incarnation, member.session or 0,
-                        member.world.t)
+            TriggerTake(
+                node, job, member.name, member.incarnation, member.session or 0, member.world.t
+            )
         )
 
     def trigger_returned(self, node: str) -> None:

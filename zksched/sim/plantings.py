@@ -128,7 +128,12 @@ def _orphans_ignored(self: JobFireMachine, orphans: Any, limit: datetime) -> Non
 _ORIGINAL: dict[str, Callable[..., Any]] = {
     name: getattr(JobFireMachine, name)
     for name in (
-        "_claim", "_refuse_start", "_claim_answered", "_apply_plan", "_due", "_retry_later"
+        "_claim",
+        "_refuse_start",
+        "_claim_answered",
+        "_apply_plan",
+        "_due",
+        "_retry_later",
     )
 }
 

@@ -43,8 +43,14 @@ def run_seed(seed: int, minutes: float, plant: str | None = None) -> SeedOutcome
             result = simulate(SimConfig(seed, minutes=minutes))
     verdict = result.verdict
     return SeedOutcome(
-        seed, [str(v) for v in verdict.violations], verdict.started, verdict.abandoned,
-        verdict.expected, dict(verdict.skipped), result.wall, verdict.reruns,
+        seed,
+        [str(v) for v in verdict.violations],
+        verdict.started,
+        verdict.abandoned,
+        verdict.expected,
+        dict(verdict.skipped),
+        result.wall,
+        verdict.reruns,
     )
 
 
@@ -69,16 +75,22 @@ def run_many(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="scripts/simulate", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="scripts/simulate",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--seeds", type=int, default=200, help="how many seeds (default 200)")
     parser.add_argument("--first", type=int, default=0, help="the first seed (default 0)")
     parser.add_argument("--seed", type=int, help="run this one seed only")
     parser.add_argument("--minutes", type=float, default=10.0, help="simulated minutes a seed")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--plant", choices=sorted(PLANTINGS), help="plant this bug first")
-    parser.add_argument("--trace", metavar="TEXT", help="with --seed: print its trace "
-                        "(lines naming TEXT, and the cluster's own events)")
+    parser.add_argument(
+        "--trace",
+        metavar="TEXT",
+        help="with --seed: print its trace (lines naming TEXT, and the cluster's own events)",
+    )
     args = parser.parse_args(argv)
     if args.seed is not None and args.trace is not None:
         config = SimConfig(args.seed, minutes=args.minutes, trace=True)
@@ -91,8 +103,10 @@ def main(argv: list[str] | None = None) -> int:
         for violation in result.verdict.violations:
             print(violation)
         return 1 if result.verdict.violations else 0
-    seeds = range(args.seed, args.seed + 1) if args.seed is not None else range(
-        args.first, args.first + args.seeds
+    seeds = (
+        range(args.seed, args.seed + 1)
+        if args.seed is not None
+        else range(args.first, args.first + args.seeds)
     )
     began = time.perf_counter()
     outcomes = run_many(seeds, args.minutes, args.workers, args.plant, bool(args.plant))
@@ -115,9 +129,11 @@ def report(outcomes: list[SeedOutcome], minutes: float, wall: float, plant: str 
     )
     print("records left: " + ", ".join(f"{k} {v}" for k, v in sorted(skipped.items())))
     for outcome in bad:
-        print(f"\nseed {outcome.seed}: {len(outcome.violations)} violations "
-              f"(replay: scripts/simulate --seed {outcome.seed} --minutes {minutes:g}"
-              f"{f' --plant {plant}' if plant else ''} --trace JOB)")
+        print(
+            f"\nseed {outcome.seed}: {len(outcome.violations)} violations "
+            f"(replay: scripts/simulate --seed {outcome.seed} --minutes {minutes:g}"
+            f"{f' --plant {plant}' if plant else ''} --trace JOB)"
+        )
         for violation in outcome.violations[:10]:
             print(f"  {violation}")
     return 1 if bad else 0

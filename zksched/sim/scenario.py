@@ -142,8 +142,14 @@ class Scenario:
             return  # came back already (another fault's restart)
         self._pids += 1
         member = SimMember(
-            self.world, self.ledger, f"h{slot}-{self._pids}", old.skew, old.labels,
-            SESSION_TIMEOUT, self.config.tunables, self.run_of,
+            self.world,
+            self.ledger,
+            f"h{slot}-{self._pids}",
+            old.skew,
+            old.labels,
+            SESSION_TIMEOUT,
+            self.config.tunables,
+            self.run_of,
         )
         self.hosts[slot] = member
         self.ledger.labels[member.name] = member.labels
@@ -162,8 +168,16 @@ class Scenario:
         for slot in range(rng.randint(3, 5)):
             labels = {"role": "db"} if slot == 0 or rng.random() < 0.3 else {}
             skew = rng.uniform(-2.0, 2.0) if rng.random() < 0.5 else 0.0
-            placeholder = SimMember(self.world, self.ledger, f"h{slot}-0", skew, labels,
-                                    SESSION_TIMEOUT, self.config.tunables, self.run_of)
+            placeholder = SimMember(
+                self.world,
+                self.ledger,
+                f"h{slot}-0",
+                skew,
+                labels,
+                SESSION_TIMEOUT,
+                self.config.tunables,
+                self.run_of,
+            )
             self.hosts.append(placeholder)
             self.world.at(self.world.t + rng.uniform(0.0, 2.0), self._boot, slot)
         if self.config.faults:
@@ -181,8 +195,14 @@ class Scenario:
             when = f"t+{self.world.t - EPOCH:.3f}s"
             verdict.add("exception", type(exc).__name__, None, f"{exc} at {when}")
             return SimResult(
-                self.config.seed, verdict, time.perf_counter() - began, self.world.t - EPOCH,
-                len(self.hosts), self._jobs, self.world.requests, list(self.world.trace),
+                self.config.seed,
+                verdict,
+                time.perf_counter() - began,
+                self.world.t - EPOCH,
+                len(self.hosts),
+                self._jobs,
+                self.world.requests,
+                list(self.world.trace),
             )
         pending: dict[str, datetime] = {}
         for member in self.hosts:
@@ -195,12 +215,24 @@ class Scenario:
             self.ledger,
             self.world.zk,
             self.world.expired_at,
-            Limits(SESSION_TIMEOUT, 2.0, self.end - QUIET, self.end, pending,
-                   self.config.tunables.orphan_interval),
+            Limits(
+                SESSION_TIMEOUT,
+                2.0,
+                self.end - QUIET,
+                self.end,
+                pending,
+                self.config.tunables.orphan_interval,
+            ),
         )
         return SimResult(
-            self.config.seed, verdict, time.perf_counter() - began, self.end - EPOCH,
-            len(self.hosts), self._jobs, self.world.requests, list(self.world.trace),
+            self.config.seed,
+            verdict,
+            time.perf_counter() - began,
+            self.end - EPOCH,
+            len(self.hosts),
+            self._jobs,
+            self.world.requests,
+            list(self.world.trace),
         )
 
     def _settle(self) -> None:
@@ -216,8 +248,17 @@ class Scenario:
         rng, world = self.rng, self.world
         live = [i for i, h in enumerate(self.hosts) if h.alive and not h.stopping]
         kind = rng.choices(
-            ("crash", "sigterm", "short-cut", "long-cut", "lost", "slow", "outage", "table",
-             "trigger"),
+            (
+                "crash",
+                "sigterm",
+                "short-cut",
+                "long-cut",
+                "lost",
+                "slow",
+                "outage",
+                "table",
+                "trigger",
+            ),
             (3, 2, 3, 2, 2, 1, 1, 4, 3),
         )[0]
         if kind in ("crash", "sigterm", "short-cut", "long-cut") and not live:
@@ -272,8 +313,10 @@ class Scenario:
             elif what == "schedule":
                 changes = {"schedule": rng.choice(SCHEDULES)}
             elif what == "window":
-                changes = {"catchup_window": float(rng.choice((5, 20, 60))),
-                           "catchup": rng.choice(("latest", "all", "none"))}
+                changes = {
+                    "catchup_window": float(rng.choice((5, 20, 60))),
+                    "catchup": rng.choice(("latest", "all", "none")),
+                }
             else:
                 del table[name]
                 changes = {}

@@ -17,14 +17,28 @@ from zksched.zk.connection import wait
 from zksched.zk.paths import ClusterPaths
 
 CHANGES = Permissions.WRITE | Permissions.CREATE | Permissions.DELETE | Permissions.ADMIN
-_LETTERS = ((Permissions.CREATE, "c"), (Permissions.DELETE, "d"), (Permissions.READ, "r"),
-            (Permissions.WRITE, "w"), (Permissions.ADMIN, "a"))
+_LETTERS = (
+    (Permissions.CREATE, "c"),
+    (Permissions.DELETE, "d"),
+    (Permissions.READ, "r"),
+    (Permissions.WRITE, "w"),
+    (Permissions.ADMIN, "a"),
+)
 
 
 def guarded_nodes(paths: ClusterPaths) -> list[str]:
     """The folders every other node of the cluster is made under."""
-    return [paths.base, paths.members, paths.jobs, paths.blobs, paths.fires, paths.live,
-            paths.locks, paths.triggers, paths.clocks]
+    return [
+        paths.base,
+        paths.members,
+        paths.jobs,
+        paths.blobs,
+        paths.fires,
+        paths.live,
+        paths.locks,
+        paths.triggers,
+        paths.clocks,
+    ]
 
 
 def _letters(perms: int) -> str:

@@ -160,8 +160,10 @@ class FireClaims:
             # after the instant is the only one whose range can cover it
             children = wait(self._client.get_children_async(folder), self._timeout)
             newer = sorted(c for c in children if c > record.scheduled)
-            if record.scheduled not in children and newer and self._covers(
-                record.job, newer[0], record.scheduled
+            if (
+                record.scheduled not in children
+                and newer
+                and self._covers(record.job, newer[0], record.scheduled)
             ):
                 return AlreadyClaimed(None, passed=True)
             self._ensure_fence()

@@ -57,8 +57,10 @@ class Redelivery:
     def ensure_folder(self, job: str) -> None:
         if job not in self._folders:
             with contextlib.suppress(NodeExistsError):
-                wait(self._client.create_async(self._paths.job_live(job), b"", makepath=True),
-                     self._timeout)
+                wait(
+                    self._client.create_async(self._paths.job_live(job), b"", makepath=True),
+                    self._timeout,
+                )
             self._folders.add(job)
 
     def known_final(self, job: str, instant: str) -> bool:
@@ -70,9 +72,7 @@ class Redelivery:
         """The job's records at or after `since` that are `running` with no live marker,
         oldest first. Raises kazoo errors (the planning is tried again)."""
         try:
-            names = wait(
-                self._client.get_children_async(self._paths.job_fires(job)), self._timeout
-            )
+            names = wait(self._client.get_children_async(self._paths.job_fires(job)), self._timeout)
         except NoNodeError:
             return []
         try:
@@ -86,9 +86,7 @@ class Redelivery:
             final = {n for n in self._final.get(job, ()) if n >= since}
         candidates = sorted(n for n in names if n >= since and n not in live and n not in final)
         candidates = candidates[-MAX_ORPHAN_READS:]
-        reads = [
-            (n, self._client.get_async(self._paths.fire(job, n))) for n in candidates
-        ]
+        reads = [(n, self._client.get_async(self._paths.fire(job, n))) for n in candidates]
         found = []
         for name, pending in reads:
             try:
@@ -142,8 +140,10 @@ class Redelivery:
             if not isinstance(ours, Claimed):
                 return False  # gone, unreadable, or claimed again: not ours to write
             try:
-                wait(self._client.set_async(claimed.path, record.to_json(), ours.version),
-                     self._timeout)
+                wait(
+                    self._client.set_async(claimed.path, record.to_json(), ours.version),
+                    self._timeout,
+                )
                 return True
             except BadVersionError:
                 continue

@@ -8,6 +8,8 @@ from zksched.core.fire.state import NEVER, Fire, JobPhase, JobState, raise_illeg
 
 
 class AnswerHandling(JobState):
+    __slots__ = ()
+
     def _take_lease(self, wait: float) -> None:
         self._lease_to(LeaseStage.TAKING)
         wait = min(max(wait, 0.0), self.tunables.lease_wait_max)
@@ -81,8 +83,11 @@ class AnswerHandling(JobState):
         del self.fires[fire.instant]
         if self._gap is None:
             self._out.append(
-                m.Warn(self.spec.name, "lease-wait", f"{self._key(fire)}: {why}; caught up "
-                       "once the lease is ours")
+                m.Warn(
+                    self.spec.name,
+                    "lease-wait",
+                    f"{self._key(fire)}: {why}; caught up once the lease is ours",
+                )
             )
         self._gap = fire.instant if self._gap is None else min(self._gap, fire.instant)
         self._trigger_again(fire)
@@ -147,9 +152,7 @@ class AnswerHandling(JobState):
                     record = self.phase is JobPhase.ACTIVE
                     self._drop(fire, m.SkipReason.CLAIM_ERROR, "its claim never landed", record)
 
-    def _refuse_start(
-        self, fire: Fire, now: float, late: bool
-    ) -> tuple[m.SkipReason, str] | None:
+    def _refuse_start(self, fire: Fire, now: float, late: bool) -> tuple[m.SkipReason, str] | None:
         """Why a claim of ours, made in this connection, must not start now; None: start."""
         spec = self.spec
         if self.phase is JobPhase.DELETED:
@@ -211,8 +214,12 @@ class AnswerHandling(JobState):
         if self.session is None:
             return  # once connected again
         for instant in sorted(self._withdrawals):
-            self._skip(instant, m.SkipReason.NOT_CONNECTED, record=True,
-                       detail="its claim was withdrawn and the job moved before its catch-up")
+            self._skip(
+                instant,
+                m.SkipReason.NOT_CONNECTED,
+                record=True,
+                detail="its claim was withdrawn and the job moved before its catch-up",
+            )
         self._withdrawals.clear()
 
     def _after_run(self, now: float) -> None:
@@ -222,4 +229,3 @@ class AnswerHandling(JobState):
             near = self._next_due - now <= self.tunables.linger
             if not (self._active and near):
                 self._give_back = True
-

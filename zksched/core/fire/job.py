@@ -24,7 +24,6 @@ Invariants (checked by the cluster simulator, zksched/sim):
 
 from __future__ import annotations
 
-from collections import deque
 from datetime import datetime
 
 from zksched.core.catchup import trigger_instant
@@ -42,6 +41,8 @@ __all__ = ["Fire", "JobFireMachine", "JobPhase"]
 
 
 class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
+    __slots__ = ()
+
     def set_owned(self, owned: bool, now: float) -> list[m.Action]:
         self.owned = owned
         if not owned and self.lease is not LeaseStage.FREE:
@@ -86,8 +87,7 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
         for fire in self.fires.values():
             # at-least-once: its claim may be run again once the session is gone: never beside
             if fire.stage in COMMAND_UP and (
-                self.tunables.on_session_loss == "terminate"
-                or self._at_least_once
+                self.tunables.on_session_loss == "terminate" or self._at_least_once
             ):
                 self._out.append(m.Terminate(self.spec.name, fire.instant, "session lost"))
         return self._finish(now)  # deactivates: fires waiting for the lease are dropped
@@ -153,7 +153,7 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
         elif self._triggers and not self.owned and self.session is not None:
             # moved: its new owner runs the triggers this member took and did not run
             while self._triggers:
-                self._out.append(m.ReturnTrigger(self.spec.name, self._triggers.popleft()))
+                self._out.append(m.ReturnTrigger(self.spec.name, self._triggers.pop(0)))
         if self._give_back and self.lease is LeaseStage.HELD and not self._lease_in_use():
             self._give_back = False
             self._lease_to(LeaseStage.FREE)
@@ -283,7 +283,7 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
             # (at-least-once) waits for its turn whatever comes due meanwhile
             for missed, _ in [e for e in self._queue if e[0] not in self._reruns]:
                 self._skip(missed, m.SkipReason.STILL_RUNNING, record=True)
-            self._queue = deque(e for e in self._queue if e[0] in self._reruns)
+            self._queue = [e for e in self._queue if e[0] in self._reruns]
         if self.holding:
             # recorded once the claim that holds the job starts its run; if that claim comes
             # to nothing (contact lost, withdrawn), nothing ran: the instant is caught up
@@ -330,7 +330,7 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
         self._pump_trigger(now)
         window = self.spec.catchup_window
         while self._queue and (self.spec.overlap == "allow" or not self._busy()):
-            instant, kind = self._queue.popleft()
+            instant, kind = self._queue.pop(0)
             if instant.timestamp() < now - window:
                 self._skip(instant, m.SkipReason.OUTSIDE_CATCHUP_WINDOW, record=True)
             elif kind == "scheduled" and self._deadline(instant, kind, 0.0) <= now:
@@ -364,7 +364,7 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
         if instant in self.fires or (self._last_trigger and instant <= self._last_trigger):
             self._trigger_at = float(int(now) + 1)  # one trigger a second: its own instant
             return
-        trigger = self._triggers.popleft()
+        trigger = self._triggers.pop(0)
         self._last_trigger = instant
         self._due(instant, "trigger", now, now)
         fire = self.fires.get(instant)
@@ -397,4 +397,3 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
             and self._next is not None
             and self._ahead_for != self._next
         )
-

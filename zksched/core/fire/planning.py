@@ -22,6 +22,8 @@ _MICRO = timedelta(microseconds=1)
 
 
 class CatchupPlanning(Redelivering):
+    __slots__ = ()
+
     def _activate(self, now: float) -> None:
         spec = self.spec
         # An instant is missed once its due time (instant + jitter) has passed: the plan
@@ -44,8 +46,7 @@ class CatchupPlanning(Redelivering):
             self._plan_retry = NEVER
             self._plan_waits = True
         elif spec.paused or (
-            _latest(spec, self._plan_lower, self._plan_until) is None
-            and not self._at_least_once
+            _latest(spec, self._plan_lower, self._plan_until) is None and not self._at_least_once
         ):
             self.phase = JobPhase.ACTIVE
             self._orphan_checks_from(now)
@@ -135,9 +136,7 @@ class CatchupPlanning(Redelivering):
                     )
                 )
         again = set(self._reruns)
-        self._queue.extend(
-            (instant, "catchup") for instant in sorted({*refill, *plan.run, *again})
-        )
+        self._queue.extend((instant, "catchup") for instant in sorted({*refill, *plan.run, *again}))
         # instants that came due while the plan was made: missed by the same outage, so
         # `all` runs each of them too; otherwise only if its successor is not due by its turn
         waiting: m.FireKind = "catchup" if spec.catchup == "all" else "scheduled"
@@ -166,4 +165,3 @@ class CatchupPlanning(Redelivering):
         self._queue.clear()
         self._reruns.clear()
         self._activate(now)
-

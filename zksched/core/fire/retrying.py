@@ -23,6 +23,8 @@ from zksched.core.retries import RETRYABLE, retry_delay
 
 
 class Retrying(JobState):
+    __slots__ = ()
+
     def _retry_later(self, fire: Fire, status: str, now: float) -> bool:
         """After a run of `fire` ended `status`: whether it is run again (then it backs off
         until its retry time, and its record notes the attempt)."""
@@ -53,9 +55,7 @@ class Retrying(JobState):
         assert fire.token is not None
         fire.attempt += 1
         fire.step(Step.RETRIED)
-        self._out.append(
-            m.Start(self.spec.name, fire.instant, fire.kind, fire.token, fire.attempt)
-        )
+        self._out.append(m.Start(self.spec.name, fire.instant, fire.kind, fire.token, fire.attempt))
 
     def _give_up_retries(self, why: str) -> None:
         for fire in [f for f in self.fires.values() if f.stage is FireStage.BACKING_OFF]:

@@ -186,9 +186,14 @@ def _one_off(
         return body, None
     rest = {k: v for k, v in body.items() if k != "at"}
     if "schedule" in body:
-        problems.append(SpecProblem(
-            name, "at", "a job has a schedule or an at (run once), not both", line_of(*where, "at")
-        ))
+        problems.append(
+            SpecProblem(
+                name,
+                "at",
+                "a job has a schedule or an at (run once), not both",
+                line_of(*where, "at"),
+            )
+        )
         return rest, False
     try:
         rest["schedule"] = at_schedule(body["at"])

@@ -91,9 +91,7 @@ def measure_burst(
             per_member.append(
                 {
                     "fires": len(mine),
-                    "claimed_ms_max": round(
-                        max(ms_between(mine, "scheduled_ts", "claimed_ts")), 1
-                    ),
+                    "claimed_ms_max": round(max(ms_between(mine, "scheduled_ts", "claimed_ts")), 1),
                     "started_ms": percentiles(ms_between(mine, "scheduled_ts")),
                 }
             )

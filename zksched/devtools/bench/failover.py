@@ -76,8 +76,7 @@ def bench_failover(ctx: BenchContext) -> Result:
         workdir = Path(tmp)
         out = workdir / "probe.log"
         script = (
-            'echo "$ZKSCHED_FIRE_KEY $ZKSCHED_MEMBER_ID $(date +%s.%N) $ZKSCHED_ATTEMPT"'
-            f" >> {out}"
+            f'echo "$ZKSCHED_FIRE_KEY $ZKSCHED_MEMBER_ID $(date +%s.%N) $ZKSCHED_ATTEMPT" >> {out}'
         )
         jobs: dict[str, dict[str, Any]] = {
             probe: {
@@ -108,9 +107,7 @@ def bench_failover(ctx: BenchContext) -> Result:
                 def on_survivor(
                     sent: float = sent, owner: str = owner_id, target: str = target
                 ) -> list[Any]:
-                    return [
-                        x for x in probe_lines(out, target) if x[2] > sent and x[1] != owner
-                    ]
+                    return [x for x in probe_lines(out, target) if x[2] > sent and x[1] != owner]
 
                 after = wait_for(on_survivor, 60, "the probe on a survivor")
                 first_key, _, first_start = min(after, key=lambda x: x[2])
@@ -180,9 +177,7 @@ def _outcome(runs: list[tuple[str, str, float, int]], records: dict[str, str]) -
     attempts: dict[str, list[int]] = {}
     for key, _, _, attempt in runs:
         attempts.setdefault(key, []).append(attempt)
-    instants = sorted(
-        int(datetime.fromisoformat(k.split("@", 1)[1]).timestamp()) for k in attempts
-    )
+    instants = sorted(int(datetime.fromisoformat(k.split("@", 1)[1]).timestamp()) for k in attempts)
     expected = set(range(instants[0], instants[-1] + 1)) if instants else set()
     lost = sorted(expected - set(instants))
     return {

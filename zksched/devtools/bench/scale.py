@@ -78,9 +78,7 @@ def bench_scale(ctx: BenchContext) -> Result:
         with own_zookeeper(workdir) as zk:
             for size in sizes:
                 rows.append(
-                    _scale_one(
-                        zk, workdir, size, burst, idle_seconds, ctx.args.concurrency, bursts
-                    )
+                    _scale_one(zk, workdir, size, burst, idle_seconds, ctx.args.concurrency, bursts)
                 )
     header = [
         "jobs",
@@ -159,8 +157,10 @@ def _scale_one(
         wait_for(
             # every member has taken its share: a first member's "owned all" from before
             # the others joined adds up to the job count too, until it drops their shares
-            lambda: all(m.members_seen() == 3 and m.events("owned") for m in group)
-            and owned_total(group) == size,
+            lambda: (
+                all(m.members_seen() == 3 and m.events("owned") for m in group)
+                and owned_total(group) == size
+            ),
             300,
             "every job to be owned and scheduled",
         )

@@ -61,24 +61,47 @@ class FireActions(Redelivery):
             case m.Withdraw(job, instant):
                 self._withdraw(job, instant)
             case m.Start(job, instant, kind, token, attempt):
-                self.world.after(self.world.rng.uniform(0.0005, 0.003), self._start,
-                                 job, instant, kind, token, attempt, self.incarnation)
+                self.world.after(
+                    self.world.rng.uniform(0.0005, 0.003),
+                    self._start,
+                    job,
+                    instant,
+                    kind,
+                    token,
+                    attempt,
+                    self.incarnation,
+                )
             case m.Terminate(job, instant, why):
                 run = self.runs.get((job, instant))
                 if run is not None:
                     self._terminate(run, why)
             case m.WriteResult(job, instant, status, reason, _error):
                 nonce = self.nonces.pop((job, instant), "")
-                self._write(job, instant, encode(status, self.name, self.session, nonce,
-                                                 "", reason.value if reason else ""), nonce)
+                self._write(
+                    job,
+                    instant,
+                    encode(
+                        status, self.name, self.session, nonce, "", reason.value if reason else ""
+                    ),
+                    nonce,
+                )
             case m.RecordSkip(job, instant, kind, reason, covers_from, count):
-                data = encode("skipped", self.name, self.session, "", kind, reason.value,
-                              format_utc(covers_from) if covers_from else "", count)
+                data = encode(
+                    "skipped",
+                    self.name,
+                    self.session,
+                    "",
+                    kind,
+                    reason.value,
+                    format_utc(covers_from) if covers_from else "",
+                    count,
+                )
                 self._record_skip(job, instant, data, 20)
             case m.Skip(job, instant, reason, detail, count):
                 self.skips[reason.value] = self.skips.get(reason.value, 0) + count
-                self.world.note(self.name, f"skip {job}@{format_utc(instant)} {reason.value}"
-                                f" {detail}")
+                self.world.note(
+                    self.name, f"skip {job}@{format_utc(instant)} {reason.value} {detail}"
+                )
             case m.ReturnTrigger(job, trigger):
                 self.world.note(self.name, f"trigger {trigger} handed back")
                 self.ledger.trigger_returned(trigger)
@@ -164,8 +187,11 @@ class FireActions(Redelivery):
                     newer = []
                 if newer and not zk.exists(session, path):
                     fields = decode(zk.data_of(f"{fires_of(job)}/{newer[0]}"))
-                    if fields[0] == "skipped" and len(fields) > 6 and fields[6] and (
-                        fields[6] <= name
+                    if (
+                        fields[0] == "skipped"
+                        and len(fields) > 6
+                        and fields[6]
+                        and (fields[6] <= name)
                     ):
                         return "passed", 0, f"a skip range ({newer[0]})"
             try:

@@ -23,8 +23,17 @@ class Commands(MemberBase):
     ) -> None:
         if incarnation != self.incarnation or not self.alive:
             return  # killed between its claim and its start: the at-most-once window
-        run = Run(job, instant, kind, self.name, self.session or 0, token, self.world.t,
-                  self.now(), attempt=attempt)
+        run = Run(
+            job,
+            instant,
+            kind,
+            self.name,
+            self.session or 0,
+            token,
+            self.world.t,
+            self.now(),
+            attempt=attempt,
+        )
         self.runs[(job, instant)] = run
         self.ledger.started(run, self)
         self._event(job, m.Started(instant))

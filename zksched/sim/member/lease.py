@@ -61,9 +61,12 @@ class JobLease(MemberBase):
                 self.taking.pop((job, take), None)
                 self._delete_lock(path)
                 holder = order[0].rsplit("-", 1)[0] if order else None
-                self._call(lambda zk: self._holder_runs(zk, job),
-                           lambda r: self._event(job, m.LeaseAnswered(
-                               m.LeaseOutcome.BUSY, take, holder, r is not False)))
+                self._call(
+                    lambda zk: self._holder_runs(zk, job),
+                    lambda r: self._event(
+                        job, m.LeaseAnswered(m.LeaseOutcome.BUSY, take, holder, r is not False)
+                    ),
+                )
 
         self._call(lambda zk: zk.get_children(session, folder), listed)
 

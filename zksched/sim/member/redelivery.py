@@ -40,8 +40,9 @@ class Redelivery(MemberBase):
         entry = self.table.get(job)
         return entry is not None and entry[0].delivery == "at-least-once"
 
-    def _orphans(self, zk: ZkModel, session: int, job: str, since: datetime
-                 ) -> tuple[tuple[datetime, int], ...]:
+    def _orphans(
+        self, zk: ZkModel, session: int, job: str, since: datetime
+    ) -> tuple[tuple[datetime, int], ...]:
         try:
             names = zk.get_children(session, fires_of(job))
         except NoNode:
@@ -54,8 +55,9 @@ class Redelivery(MemberBase):
                 found.append((parse_utc(name), attempt_of(fields)))
         return tuple(found)
 
-    def _claim_again(self, zk: ZkModel, session: int, job: str, instant: datetime,
-                     data: bytes, nonce: str) -> tuple[str, int, str]:
+    def _claim_again(
+        self, zk: ZkModel, session: int, job: str, instant: datetime, data: bytes, nonce: str
+    ) -> tuple[str, int, str]:
         """An orphan claimed again: only while it is one (running, no marker)."""
         path = record_path(job, instant)
         try:
@@ -71,8 +73,9 @@ class Redelivery(MemberBase):
         zk.create(session, marker_path(job, instant, nonce), b"", True, False, True)
         return "created", new.mzxid, ""
 
-    def _complete(self, zk: ZkModel, session: int, job: str, instant: datetime,
-                  data: bytes, nonce: str) -> None:
+    def _complete(
+        self, zk: ZkModel, session: int, job: str, instant: datetime, data: bytes, nonce: str
+    ) -> None:
         """The result with the marker's delete; without a marker, only over our record."""
         path, marker = record_path(job, instant), marker_path(job, instant, nonce)
         if zk.exists(session, marker) is not None:

@@ -45,6 +45,7 @@ class MemberSession(MemberBase):
         self._act(self.core.stop(self.now()))
         if self.session is not None and self.connected:
             session = self.session
+
             def leave(zk: ZkModel) -> None:
                 for path in zk.ephemerals_of(session):
                     if path.startswith("/members/"):
@@ -111,9 +112,7 @@ class MemberSession(MemberBase):
             elif not isinstance(result, ZkError) or isinstance(result, NodeExists):
                 self._refresh()
 
-        self._call(
-            lambda zk: zk.create(session, f"/members/{name}.", b"", True, True, True), done
-        )
+        self._call(lambda zk: zk.create(session, f"/members/{name}.", b"", True, True, True), done)
 
     def _register_checked(self) -> None:
         session = self.session

@@ -30,8 +30,16 @@ class _Session:
 class ZkModel:
     """The ensemble. Single ops raise ZkError; multi returns errors as values."""
 
-    __slots__ = ("_child_w", "_data_w", "_next_session", "_orphan_events", "_sessions",
-                 "_tick", "_tree", "_zxid")
+    __slots__ = (
+        "_child_w",
+        "_data_w",
+        "_next_session",
+        "_orphan_events",
+        "_sessions",
+        "_tick",
+        "_tree",
+        "_zxid",
+    )
 
     def __init__(self, tick: float = 0.5) -> None:
         if tick <= 0:
@@ -151,13 +159,21 @@ class ZkModel:
 
     # ---- writes ----
 
-    def create(self, session: int, path: str, data: bytes = b"", ephemeral: bool = False,
-               sequential: bool = False, makepath: bool = False) -> str:
+    def create(
+        self,
+        session: int,
+        path: str,
+        data: bytes = b"",
+        ephemeral: bool = False,
+        sequential: bool = False,
+        makepath: bool = False,
+    ) -> str:
         self._live(session)
         zxid = self._zxid + 1
         triggers: list[_Trigger] = []
-        actual = self._tree.create(session, path, data, ephemeral, sequential, makepath, zxid,
-                                   triggers, None)
+        actual = self._tree.create(
+            session, path, data, ephemeral, sequential, makepath, zxid, triggers, None
+        )
         self._zxid = zxid
         self._fire(triggers)
         return actual
@@ -190,14 +206,26 @@ class ZkModel:
         for i, op in enumerate(ops):
             try:
                 if isinstance(op, Create):
-                    results.append(tree.create(session, op.path, op.data, op.ephemeral,
-                                               op.sequential, False, zxid, triggers, tree_undo))
+                    results.append(
+                        tree.create(
+                            session,
+                            op.path,
+                            op.data,
+                            op.ephemeral,
+                            op.sequential,
+                            False,
+                            zxid,
+                            triggers,
+                            tree_undo,
+                        )
+                    )
                 elif isinstance(op, Delete):
                     tree.delete(op.path, op.version, zxid, triggers, tree_undo)
                     results.append(None)
                 elif isinstance(op, SetData):
-                    results.append(tree.set_data(op.path, op.data, op.version, zxid, triggers,
-                                                 set_undo))
+                    results.append(
+                        tree.set_data(op.path, op.data, op.version, zxid, triggers, set_undo)
+                    )
                 else:
                     node = tree.nodes.get(op.path)
                     if node is None:
@@ -269,4 +297,3 @@ class ZkModel:
 
     def ephemerals_of(self, session: int) -> list[str]:
         return self._tree.ephemerals_of(session) if session in self._sessions else []
-

@@ -34,8 +34,15 @@ class _Node:
         self.children: set[str] = set()
 
     def stat(self) -> Stat:
-        return Stat(self.czxid, self.mzxid, self.pzxid, self.version, self.cversion,
-                    self.owner, len(self.children))
+        return Stat(
+            self.czxid,
+            self.mzxid,
+            self.pzxid,
+            self.version,
+            self.cversion,
+            self.owner,
+            len(self.children),
+        )
 
 
 # Undo records of a multi in progress. Tree: (path, parent path, name, removed node or None
@@ -47,7 +54,7 @@ _Trigger = tuple[EventKind, str]
 
 def _split(path: str) -> tuple[str, str]:
     i = path.rindex("/")
-    return (path[:i] or "/"), path[i + 1:]
+    return (path[:i] or "/"), path[i + 1 :]
 
 
 def _well_formed(path: str) -> bool:
@@ -82,9 +89,18 @@ class ZkTree:
         if not paths:
             del self._ephemerals[owner]
 
-    def create(self, session: int, path: str, data: bytes, ephemeral: bool, sequential: bool,
-               makepath: bool, zxid: int, triggers: list[_Trigger],
-               undo: list[_TreeUndo] | None) -> str:
+    def create(
+        self,
+        session: int,
+        path: str,
+        data: bytes,
+        ephemeral: bool,
+        sequential: bool,
+        makepath: bool,
+        zxid: int,
+        triggers: list[_Trigger],
+        undo: list[_TreeUndo] | None,
+    ) -> str:
         # A sequential path may end in "/" (the name is then just the counter).
         if not _well_formed(path + "0" if sequential else path):
             raise BadArguments(path)
@@ -117,8 +133,15 @@ class ZkTree:
         self._add(path, data, session if ephemeral else 0, zxid, triggers, undo)
         return path
 
-    def _add(self, path: str, data: bytes, owner: int, zxid: int, triggers: list[_Trigger],
-             undo: list[_TreeUndo] | None) -> None:
+    def _add(
+        self,
+        path: str,
+        data: bytes,
+        owner: int,
+        zxid: int,
+        triggers: list[_Trigger],
+        undo: list[_TreeUndo] | None,
+    ) -> None:
         parent_path, name = _split(path)
         parent = self.nodes[parent_path]
         if undo is not None:
@@ -132,8 +155,14 @@ class ZkTree:
         triggers.append(("created", path))
         triggers.append(("child", parent_path))
 
-    def delete(self, path: str, version: int, zxid: int, triggers: list[_Trigger],
-               undo: list[_TreeUndo] | None) -> None:
+    def delete(
+        self,
+        path: str,
+        version: int,
+        zxid: int,
+        triggers: list[_Trigger],
+        undo: list[_TreeUndo] | None,
+    ) -> None:
         if path == "/":
             raise BadArguments(path)
         node = self.nodes.get(path)
@@ -156,8 +185,15 @@ class ZkTree:
         triggers.append(("deleted", path))
         triggers.append(("child", parent_path))
 
-    def set_data(self, path: str, data: bytes, version: int, zxid: int,
-                 triggers: list[_Trigger], undo: list[_SetUndo] | None) -> Stat:
+    def set_data(
+        self,
+        path: str,
+        data: bytes,
+        version: int,
+        zxid: int,
+        triggers: list[_Trigger],
+        undo: list[_SetUndo] | None,
+    ) -> Stat:
         node = self.nodes.get(path)
         if node is None:
             raise NoNode(path)
