@@ -9,8 +9,10 @@ Hash input, documented because every host must agree on it byte for byte:
                                        signed=False)   # MurmurHash3_x64_128, unsigned
 
 encoded as UTF-8. The eligible member (its labels include every key=value pair the job asks
-for, and whose command allow-list, if it has one, admits the job's argv[0]) with the highest
-weight owns the job; on an exact tie the larger member id wins. Member
+for, and whose command allow-list, if it has one, admits the job's argv[0]; for a function
+job, an app member that registered the function with the very spec in the table; for a
+command job, a daemon) with the highest weight owns the job; on an exact tie the larger
+member id wins. Member
 ids (`<hostname>-<pid>`) rather than znode names are hashed, so a member that rejoins on a
 new session keeps the jobs it had.
 """
@@ -32,7 +34,11 @@ from zksched.core.jobspec import JobSpec
 from zksched.core.names import name_problem
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
-_OwnerKey = tuple[str, frozenset[tuple[str, str]], str | None, frozenset[str]]
+# (job, labels, program, env names, function): what eligibility depends on
+_OwnerKey = tuple[
+    str, frozenset[tuple[str, str]], str | None, frozenset[str], tuple[str, str] | None
+]
+MAX_FUNCTIONS = 10_000  # function jobs one app member may register
 
 
 @lru_cache(maxsize=256)
@@ -117,12 +123,17 @@ class Member:
     version: str = ""
     znode: str = ""
     allowed_commands: tuple[str, ...] | None = None  # None: every command is allowed
+    # None: a daemon (runs command jobs). A mapping: an app member (zksched.Cluster) that
+    # runs only the function jobs it registered: job name -> the spec's content hash
+    functions: Mapping[str, str] | None = None
 
     def __post_init__(self) -> None:
         # Frozen and hashable all the way down: labels become a read-only view.
         object.__setattr__(self, "labels", MappingProxyType(dict(self.labels)))
         if self.allowed_commands is not None:
             object.__setattr__(self, "allowed_commands", tuple(self.allowed_commands))
+        if self.functions is not None:
+            object.__setattr__(self, "functions", MappingProxyType(dict(self.functions)))
 
     def __hash__(self) -> int:
         return hash((self.member_id, self.znode))
@@ -132,12 +143,19 @@ class Member:
         required: Mapping[str, str],
         program: str | None = None,
         env_names: frozenset[str] = frozenset(),
+        function: tuple[str, str] | None = None,
     ) -> bool:
-        """Labels include `required`, and the allow-list admits `program` run with a job env
-        that sets `env_names` (None: not asked)."""
+        """Labels include `required`; for a command job (`program`, its argv[0]), a daemon
+        whose allow-list admits it run with a job env that sets `env_names`; for a function
+        job (`function`: name, spec hash), an app member that registered it with that spec.
+        Neither asked: by labels alone."""
         if not all(self.labels.get(key) == value for key, value in required.items()):
             return False
-        return program is None or command_allowed(self.allowed_commands, program, env_names)
+        if function is not None:
+            return self.functions is not None and self.functions.get(function[0]) == function[1]
+        if program is None:
+            return True
+        return self.functions is None and command_allowed(self.allowed_commands, program, env_names)
 
     def to_record(self) -> dict[str, Any]:
         return {
@@ -151,6 +169,7 @@ class Member:
             "allowed_commands": (
                 list(self.allowed_commands) if self.allowed_commands is not None else None
             ),
+            **({} if self.functions is None else {"functions": dict(self.functions)}),
         }
 
 
@@ -184,6 +203,7 @@ class OwnerTable:
         self._ids = tuple(m.member_id for m in self._members)
         self._memo: dict[_OwnerKey, str | None] = {}
         self._any_allow_list = any(m.allowed_commands is not None for m in self._members)
+        self._any_app = any(m.functions is not None for m in self._members)
 
     @property
     def members(self) -> tuple[Member, ...]:
@@ -203,7 +223,10 @@ class OwnerTable:
         return hash(self._members)
 
     def job_owner(self, name: str, spec: JobSpec) -> str | None:
-        """The member that owns job `name` as `spec` describes it (labels, command, env)."""
+        """The member that owns job `name` as `spec` describes it (labels, kind, command,
+        env; a function job's spec hash)."""
+        if spec.kind == "function":
+            return self.owner(name, spec.labels, function=(name, spec.content_hash))
         return self.owner(name, spec.labels, spec.command[0], spec.env.keys())
 
     def owner(
@@ -212,6 +235,7 @@ class OwnerTable:
         labels: Mapping[str, str] = _EMPTY,
         program: str | None = None,
         env_names: Iterable[str] = (),
+        function: tuple[str, str] | None = None,
     ) -> str | None:
         """The member id that owns `job`, or None when no live member is eligible.
 
@@ -220,17 +244,19 @@ class OwnerTable:
         None leaves allow-lists out (only for asking who would own it by labels alone).
         """
         env = frozenset(env_names) if program is not None else frozenset()
-        if not self._any_allow_list:
-            program, env = None, frozenset()  # nobody restricts commands: one memo entry per job
-        key = (job, frozenset(labels.items()), program, env)
+        if not self._any_allow_list and program is not None:
+            env = frozenset()  # nobody restricts commands: one memo entry per job; with app
+            # members about, "" still asks for a daemon, whatever the program
+            program = "" if self._any_app else None
+        key = (job, frozenset(labels.items()), program, env, function)
         try:
             return self._memo[key]
         except KeyError:
             pass
         candidates: Sequence[Member] = (
             self._members
-            if not labels and program is None
-            else [m for m in self._members if m.eligible_for(labels, program, env)]
+            if not labels and program is None and function is None
+            else [m for m in self._members if m.eligible_for(labels, program, env, function)]
         )
         best: str | None = None
         best_weight = -1
@@ -274,6 +300,7 @@ def member_from_record(znode: str, data: object) -> Member:
         not isinstance(allowed, list) or not all(isinstance(p, str) for p in allowed)
     ):
         raise MemberRecordError("member record allowed_commands is not a list of strings")
+    functions = _functions_of(data.get("functions"))
     pid = data.get("pid", 0)
     if not isinstance(pid, int) or isinstance(pid, bool) or not 0 <= pid < 2**32:
         raise MemberRecordError("member record pid is not a process id")
@@ -293,4 +320,19 @@ def member_from_record(znode: str, data: object) -> Member:
         version=version,
         znode=znode,
         allowed_commands=tuple(allowed) if allowed is not None else None,
+        functions=functions,
     )
+
+
+def _functions_of(value: object) -> dict[str, str] | None:
+    """An app member's function jobs (job name -> spec hash), checked like everything read."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or len(value) > MAX_FUNCTIONS:
+        raise MemberRecordError("member record functions is not a table of at most 10,000 jobs")
+    for name, digest in value.items():
+        if name_problem(name, "job name") is not None or not (
+            isinstance(digest, str) and len(digest) == 16 and digest.isalnum()
+        ):
+            raise MemberRecordError("member record functions has a bad job name or spec hash")
+    return value

@@ -35,9 +35,12 @@ MIN_HISTORY, MAX_HISTORY = 1, 1000
 Overlap = Literal["skip", "allow"]
 Catchup = Literal["latest", "all", "none"]
 Delivery = Literal["at-most-once", "at-least-once"]
+Kind = Literal["command", "function"]
 OVERLAP_POLICIES: tuple[Overlap, ...] = ("skip", "allow")
 DELIVERY_MODES: tuple[Delivery, ...] = ("at-most-once", "at-least-once")
 CATCHUP_POLICIES: tuple[Catchup, ...] = ("latest", "all", "none")
+# a function job runs a Python function that apps register (zksched.Cluster), not a command
+JOB_KINDS: tuple[Kind, ...] = ("command", "function")
 
 # Every key a job (or [defaults]) may set, in the order problems are reported.
 JOB_KEYS = (
@@ -57,6 +60,7 @@ JOB_KEYS = (
     "history",
     "paused",
     "workdir",
+    "kind",
 )
 REQUIRED_KEYS = ("schedule", "command")
 
@@ -258,6 +262,10 @@ def _check_history(value: object) -> int:
     return value
 
 
+def _check_kind(value: object) -> Kind:
+    return cast(Kind, _choice(value, "kind", JOB_KINDS))
+
+
 def _check_paused(value: object) -> bool:
     if not isinstance(value, bool):
         raise _Bad(f"paused must be true or false, not {toml_kind(value)}")
@@ -290,6 +298,7 @@ _CHECKS: dict[str, Callable[[object], Any]] = {
     "history": _check_history,
     "paused": _check_paused,
     "workdir": _check_workdir,
+    "kind": _check_kind,
 }
 
 
@@ -333,9 +342,11 @@ def _check_job_table(
     return None if bad else values
 
 
-def _missing(present: Iterable[object], job: str | None, line: int | None) -> list[SpecProblem]:
-    """A problem for each required key not in `present`."""
+def _missing(present: Mapping[str, object], job: str | None, line: int | None) -> list[SpecProblem]:
+    """A problem for each required key not in `present` (a function job has no command)."""
     keys = set(present)
+    if present.get("kind") == "function":
+        keys.add("command")
     hints = {
         "schedule": 'every job needs one, e.g. schedule = "0 2 * * *" (or, to run it once, '
         'at = "2026-12-24T18:00:00+01:00")',

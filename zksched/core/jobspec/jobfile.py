@@ -19,6 +19,12 @@ from zksched.core.tomltext import TOML_ERROR_AT, TomlLines, toml_kind
 MAX_FILE_BYTES = 16 * 1024 * 1024
 
 
+_NO_KIND = (
+    "job files hold commands; function jobs are registered by the apps that run them "
+    "(zksched.Cluster.cron), not written in job files"
+)
+
+
 def _decode(data: str | bytes, source: str) -> str:
     if isinstance(data, bytes | bytearray):
         if len(data) > MAX_FILE_BYTES:
@@ -119,6 +125,11 @@ def parse_job_file(text: str | bytes, source: str = "<jobs>") -> dict[str, JobSp
         )
     else:
         for key, value in defaults_raw.items():
+            if key == "kind":
+                problems.append(
+                    SpecProblem(None, "defaults.kind", _NO_KIND, line_of("defaults", "kind"))
+                )
+                continue
             checked = _check_job_table(
                 {key: value}, None, problems, line_of, ("defaults",), "defaults."
             )
@@ -152,9 +163,12 @@ def parse_job_file(text: str | bytes, source: str = "<jobs>") -> dict[str, JobSp
             )
             continue
         body, at_ok = _one_off(body, name, problems, line_of, where)
+        if "kind" in body:
+            body = {k: v for k, v in body.items() if k != "kind"}
+            problems.append(SpecProblem(name, "kind", _NO_KIND, line_of(*where, "kind")))
         own = _check_job_table(body, name, problems, line_of, where)
         present = [*body, *defaults, *broken_defaults, *([] if at_ok is None else ["schedule"])]
-        missing = _missing(present, name, line_of(*where))
+        missing = _missing(dict.fromkeys(present), name, line_of(*where))
         problems.extend(missing)
         if own is None or name_issue is not None or missing or at_ok is False:
             continue

@@ -22,6 +22,7 @@ from zksched.core.jobspec.fields import (
     JOB_KEYS,
     Catchup,
     Delivery,
+    Kind,
     Overlap,
     _check_catchup_window,
     _check_jitter,
@@ -76,6 +77,9 @@ class JobSpec:
     history: int = 20
     paused: bool = False
     workdir: str | None = None  # absolute; None: the daemon's working directory
+    # "function": a Python function registered by the apps that run it (no command, env,
+    # workdir); only members that registered it, with this very spec, are given the job
+    kind: Kind = "command"
 
     def __post_init__(self) -> None:
         job = self.name if isinstance(self.name, str) else None
@@ -106,6 +110,8 @@ class JobSpec:
             except _Bad as exc:
                 problems.append(SpecProblem(job, key, str(exc)))
         for key in JOB_KEYS:
+            if key == "command" and self.kind == "function" and self.command == ():
+                continue  # a function job has no command (checked with the others below)
             if key not in _DURATION_KEYS:
                 normalise(key, _CHECKS[key], getattr(self, key))
         problems[:0] = self._whole_problems(fields_ok=not problems)
@@ -118,6 +124,8 @@ class JobSpec:
         spec = object.__new__(cls)
         for spec_field in dataclasses.fields(cls):
             default = values.get(spec_field.name, spec_field.default)
+            if spec_field.name == "command" and "command" not in values:
+                default = ()  # a function job's (_missing let only those through)
             object.__setattr__(spec, spec_field.name, default)
         object.__setattr__(spec, "name", name)
         problems = spec._whole_problems(fields_ok=True)
@@ -133,6 +141,9 @@ class JobSpec:
             return [SpecProblem(job, "name", name_issue)]
         if not fields_ok:
             return []
+        kind_problem = self._kind_problem()
+        if kind_problem is not None:
+            return [SpecProblem(job, kind_problem[0], kind_problem[1])]
         try:
             Schedule.parse(self.schedule, self.timezone)
         except ScheduleError as exc:  # pragma: no cover - both parts were checked alone
@@ -150,6 +161,25 @@ class JobSpec:
                     )
                 ]
         return []
+
+    def _kind_problem(self) -> tuple[str, str] | None:
+        """What a job of its kind may not have: (field, why)."""
+        if self.kind == "command":
+            if not self.command:
+                return "command", "the command must not be empty"
+            return None
+        for key, unset in (("command", not self.command), ("env", not self.env)):
+            if not unset:
+                return (
+                    key,
+                    f"a function job has no {key}: it runs in the process that registered it",
+                )
+        if self.workdir is not None:
+            return (
+                "workdir",
+                "a function job has no workdir: it runs in the process that registered it",
+            )
+        return None
 
     @cached_property
     def schedule_obj(self) -> Schedule:
@@ -187,6 +217,9 @@ class JobSpec:
             record["retry_backoff"] = _duration_text(self.retry_backoff)
         if self.delivery != "at-most-once":
             record["delivery"] = self.delivery  # likewise: only when asked for
+        if self.kind != "command":
+            record["kind"] = self.kind  # likewise (a daemon from before refuses the job)
+            del record["command"]  # it has none
         return record
 
     @classmethod
