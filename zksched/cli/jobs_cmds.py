@@ -23,7 +23,7 @@ from zksched.cli.output import echo_json, echo_table
 from zksched.core.firekey import format_utc
 from zksched.core.fires import FireRecord
 from zksched.core.jobspec import JobSpecError, load_job_file
-from zksched.core.jobtable import JobEntry, StoredJob, parse_stored, plan_apply
+from zksched.core.jobtable import JobEntry, StoredJob, is_function_job, parse_stored, plan_apply
 from zksched.core.names import name_problem
 from zksched.core.oneoff import OneOffSchedule
 from zksched.core.owners import OwnerTable
@@ -179,7 +179,12 @@ def apply(ctx: CliContext, file: str, prune: bool, dry_run: bool, as_json: bool)
         for name in result[verb]:
             click.echo(f"{'would be ' if dry_run and verb != 'unchanged' else ''}{verb:<9} {name}")
     for name in plan.kept:
-        click.echo(f"kept      {name} (not in the file; --prune deletes it)")
+        why = (
+            "a function job: the apps that register it own it; `jobs delete` deletes it"
+            if is_function_job(current[name])
+            else "not in the file; --prune deletes it"
+        )
+        click.echo(f"kept      {name} ({why})")
     summary = ", ".join(
         f"{len(result[v])} {v}" for v in ("created", "updated", "unchanged", "deleted")
     )

@@ -68,7 +68,8 @@ class ApplyPlan:
     updated: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
-    kept: list[str] = field(default_factory=list)  # in the cluster, not in the file, no --prune
+    # in the cluster, not in the file: no --prune, or a function job (the apps' to delete)
+    kept: list[str] = field(default_factory=list)
     table: dict[str, StoredJob] = field(default_factory=dict)  # the table after the apply
 
     @property
@@ -103,9 +104,54 @@ def plan_apply(
             plan.updated.append(name)
             plan.table[name] = StoredJob(name, record, now)
     for name in sorted(set(current) - set(desired)):
-        if prune:
+        if prune and not is_function_job(current[name]):
             plan.deleted.append(name)
         else:
             plan.kept.append(name)
             plan.table[name] = current[name]
     return plan
+
+
+def is_function_job(stored: StoredJob) -> bool:
+    """A function job's record (registered by apps: `jobs apply --prune` leaves it)."""
+    return isinstance(stored.record, dict) and stored.record.get("kind") == "function"
+
+
+@dataclass
+class RegisterPlan:
+    """What an app's start changes in the table for the function jobs it registers."""
+
+    created: list[str] = field(default_factory=list)
+    replaced: list[str] = field(default_factory=list)
+    # name -> what differs between the table's job and this app's (nothing was changed)
+    conflicts: dict[str, str] = field(default_factory=dict)
+    table: dict[str, StoredJob] = field(default_factory=dict)
+
+
+def plan_register(
+    current: Mapping[str, StoredJob], specs: Mapping[str, JobSpec], replace: bool, now: str
+) -> RegisterPlan:
+    """The table once an app's function jobs are in it. The table wins: a job there that
+    differs is a conflict, unless `replace` (a deploy that changes the job); then this app's
+    spec goes in, and members that registered the old one stop being given the job."""
+    plan = RegisterPlan(table=dict(current))
+    for name in sorted(specs):
+        record = specs[name].to_record()
+        old = current.get(name)
+        if old is not None and old.record == record:
+            continue
+        if old is not None and not replace:
+            plan.conflicts[name] = _difference(old.record, record)
+            continue
+        (plan.replaced if old is not None else plan.created).append(name)
+        plan.table[name] = StoredJob(name, record, now)
+    return plan
+
+
+def _difference(stored: Any, wanted: dict[str, Any]) -> str:
+    if not isinstance(stored, dict):
+        return "the table's record is broken"
+    if stored.get("kind") != "function":
+        return "the table has a command job of that name"
+    keys = sorted(k for k in set(stored) | set(wanted) if stored.get(k) != wanted.get(k))
+    return ", ".join(f"{k}: {stored.get(k)!r} in the table, {wanted.get(k)!r} here" for k in keys)

@@ -23,6 +23,7 @@ from zksched.core.firekey import fire_key, jitter_of
 from zksched.core.jobspec import JobSpec
 from zksched.core.owners import command_refusal
 from zksched.runtime.fire_tuning import PROGRAM_LOOKUP_TTL, STARTERS, STARTS_SETTLE
+from zksched.runtime.functions import Fire, FunctionRun, FunctionRunner
 from zksched.runtime.runner import (
     CommandRunner,
     ProgramLookup,
@@ -61,7 +62,7 @@ class _Run:
     spec: JobSpec
     t_due: float
     t_claimed: float
-    command: RunningCommand | None = None
+    command: RunningCommand | FunctionRun | None = None
     terminate_now: str | None = None  # a terminate that came before the start was through
 
 
@@ -73,8 +74,10 @@ class FireCommands:
         spec_of: Callable[[str], JobSpec | None],
         post: Callable[[Step], None],
         handle: Callable[[str, m.JobEvent, float], list[m.Action]],
+        functions: FunctionRunner | None = None,
     ) -> None:
         self._runner = runner
+        self._functions = functions  # an app member's (zksched.Cluster); None: a daemon
         self._settings = settings
         self._spec_of = spec_of
         self._post = post
@@ -118,7 +121,7 @@ class FireCommands:
             return
         key = fire_key(start.job, start.instant)
         run = _Run(start, spec, start.instant.timestamp() + jitter_of(key, spec.jitter), now)
-        why = command_refusal(self._settings.allowed_commands, spec.command[0], spec.env.keys())
+        why = self._refusal(spec)
         if why is not None:
             self._post_event(start.job, m.StartFailed(start.instant, why))
             return
@@ -126,6 +129,17 @@ class FireCommands:
             self._waiting_starts.append(run)
             return
         self._spawn(run)
+
+    def _refusal(self, spec: JobSpec) -> str | None:
+        """Why this member cannot run the job (the owner table moved it here all the same:
+        a view that changed meanwhile), or None."""
+        if spec.kind == "function":
+            if self._functions is None or not self._functions.registered(spec.name):
+                return f"function job {spec.name} is not registered on this member"
+            return None
+        if self._functions is not None:
+            return "this member is an app's: it runs function jobs only"
+        return command_refusal(self._settings.allowed_commands, spec.command[0], spec.env.keys())
 
     def _spawn(self, run: _Run) -> None:
         start, spec = run.start, run.spec
@@ -136,6 +150,9 @@ class FireCommands:
             )
             return
         fire = fire_key(start.job, start.instant)
+        if spec.kind == "function":
+            self._call(run, fire)
+            return
         env = dict(spec.env)
         env.update(
             ZKSCHED_JOB=spec.name,
@@ -170,6 +187,29 @@ class FireCommands:
             self._starters.submit(self._launch, run, request, done)
         except RuntimeError:  # stopping: started here, as the stop waits for it
             self._launch(run, request, done)
+
+    def _call(self, run: _Run, key: str) -> None:
+        """A function job's start: on the runner's pool (a start here never blocks)."""
+        assert self._functions is not None  # _refusal let it through
+        start = run.start
+        fire = Fire(
+            job=start.job,
+            key=key,
+            scheduled=start.instant,
+            fencing_token=start.token,
+            member_id=self._settings.member_id,
+            attempt=start.attempt,
+        )
+        self.runs[(start.job, start.instant)] = run
+        self._post_event(start.job, m.Started(start.instant))  # before its exit can be
+
+        def done(result: RunResult) -> None:
+            self._report(run, result)
+            self._post(lambda now: self._exited(run, result, now))
+
+        run.command = self._functions.start(fire, run.spec.timeout, done)
+        if run.terminate_now is not None:
+            run.command.terminate(run.terminate_now)
 
     def _launch(self, run: _Run, request: RunRequest, done: Callable[[RunResult], None]) -> None:
         try:

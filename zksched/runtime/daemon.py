@@ -23,6 +23,7 @@ from zksched.runtime.clusterview import ClusterView
 from zksched.runtime.commands import FireSettings
 from zksched.runtime.daemonstatus import DaemonStatus
 from zksched.runtime.engine import FireEngine
+from zksched.runtime.functions import FunctionRunner, JobFunction
 from zksched.runtime.gcsteward import GcSteward
 from zksched.runtime.http import HttpEndpoint
 from zksched.runtime.jobs import JobsSnapshot, JobTableWatcher
@@ -64,9 +65,17 @@ class DaemonConfig:
 
 
 class Daemon:
-    """One cluster member. `start()` returns at once; it joins whenever ZooKeeper answers."""
+    """One cluster member. `start()` returns at once; it joins whenever ZooKeeper answers.
 
-    def __init__(self, config: DaemonConfig) -> None:
+    With `functions` (job name -> (spec hash, function)) it is an app's member
+    (`zksched.Cluster`): it runs those function jobs, registered with those very specs, and
+    no command; without, a `zksched run` daemon."""
+
+    def __init__(
+        self,
+        config: DaemonConfig,
+        functions: Mapping[str, tuple[str, JobFunction]] | None = None,
+    ) -> None:
         self.config = config
         self.paths = ClusterPaths(config.client_id)
         self.client = make_client(config.zk)
@@ -79,6 +88,7 @@ class Daemon:
             started_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             version=__version__,
             allowed_commands=config.allowed_commands,
+            functions=(None if functions is None else {n: h for n, (h, _) in functions.items()}),
         )
         self.cluster = ClusterMembership(
             self.client,
@@ -90,9 +100,17 @@ class Daemon:
         call_timeout = max(1.0, config.zk.session_timeout / 3)
         self.skips = SkipLog()
         runner = CommandRunner()
-        # a dead daemon's commands stop well before its session can expire (reaper.py)
-        self.reaper = Reaper(grace=max(0.2, config.zk.session_timeout / 4))
+        # a dead daemon's commands stop well before its session can expire (reaper.py); an
+        # app's functions die with its process
+        self.reaper = (
+            Reaper(grace=max(0.2, config.zk.session_timeout / 4)) if functions is None else None
+        )
         runner.reaper = self.reaper
+        self.functions = (
+            None
+            if functions is None
+            else FunctionRunner({n: f for n, (_, f) in functions.items()}, config.concurrency)
+        )
         self.engine = FireEngine(
             self.client,
             self.paths,
@@ -109,6 +127,7 @@ class Daemon:
             ),
             self.clock,
             take_trigger=Triggers(self.client, self.paths, call_timeout).take,
+            functions=self.functions,
         )
         self.jobs = JobTableWatcher(
             self.client,
@@ -137,6 +156,8 @@ class Daemon:
 
     def _on_jobs(self, snapshot: JobsSnapshot) -> None:
         self.engine.update_jobs(snapshot)
+        if not self.config.steward_gc:
+            return  # an app's heap is the app's: no freezing it
         # The job table and everything built at start live long: take them out of the
         # cyclic garbage collector's full passes, which otherwise walk all of them and held
         # every thread (probes too) for 30-110 ms during a burst of fires (docs/benchmarks.md,
@@ -168,7 +189,8 @@ class Daemon:
         )
         if self.gc_steward is not None:
             self.gc_steward.start()
-        self.reaper.start()
+        if self.reaper is not None:
+            self.reaper.start()
         self.engine.start()
         self.cluster.start()
         self.jobs.start()
@@ -195,7 +217,10 @@ class Daemon:
         self.clock_probe.stop()
         self.cluster.stop()
         self.engine.stop(wait_for_running=self.config.stop_grace)
-        self.reaper.close()
+        if self.reaper is not None:
+            self.reaper.close()
+        if self.functions is not None:
+            self.functions.close()
         close_quietly(self.client)
         if self.http is not None:
             self.http.stop()

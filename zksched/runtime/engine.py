@@ -38,6 +38,7 @@ from zksched.runtime.clusterview import ClusterView
 from zksched.runtime.commands import FireCommands, FireSettings
 from zksched.runtime.fire_io import FireIO, FireIOSettings
 from zksched.runtime.fire_tuning import CHORES_INTERVAL, STEPS_PER_TURN
+from zksched.runtime.functions import FunctionRunner
 from zksched.runtime.jobs import JobsSnapshot, Trigger
 from zksched.runtime.runner import CommandRunner
 from zksched.runtime.skips import SkipLog
@@ -69,6 +70,7 @@ class FireEngine:
         settings: FireSettings,
         clock: Clock,
         take_trigger: Callable[[str], bool] | None = None,
+        functions: FunctionRunner | None = None,
     ) -> None:
         self._client = client
         self._runner = runner
@@ -90,7 +92,12 @@ class FireEngine:
         self._heap: list[tuple[float, str]] = []
         self._timer_at: dict[str, float] = {}
         self.commands = FireCommands(
-            runner, settings, lambda job: self._table.get(job), self._post, self.core.handle
+            runner,
+            settings,
+            lambda job: self._table.get(job),
+            self._post,
+            self.core.handle,
+            functions,
         )
         self.attempts = AttemptLog()  # retried fires' earlier attempts
         self._table: Mapping[str, JobSpec] = {}
@@ -379,6 +386,8 @@ class FireEngine:
         if self._settings.allowed_commands is None:
             return
         for name, spec in self._table.items():
+            if spec.kind == "function":
+                continue  # a daemon never runs those (an allow-list has nothing to say)
             program = spec.command[0]
             if (name, program) in self._refused:
                 continue
