@@ -1,3 +1,51 @@
-"""zksched: a cron scheduler cluster coordinated through ZooKeeper."""
+"""zksched: a cron scheduler cluster coordinated through ZooKeeper.
+
+The public API for apps (everything else in the package is private):
+
+    from zksched import Cluster
+    cluster = Cluster(zk="127.0.0.1:2181", client_id="billing")
+
+    @cluster.cron("0 2 * * *", tz="Europe/Berlin", timeout="1h")
+    def nightly_invoice(fire): ...
+
+    cluster.start()
+
+Names are imported on first use, so `zksched`'s command line and pure core do not load the
+app layer.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from zksched.app.cluster import Cluster, ClusterUnavailable, JobConflictError
+    from zksched.app.definitions import JobDefinitionError
+    from zksched.runtime.functions import Fire
+
+_PUBLIC = {
+    "Cluster": "zksched.app.cluster",
+    "ClusterUnavailable": "zksched.app.cluster",
+    "JobConflictError": "zksched.app.cluster",
+    "JobDefinitionError": "zksched.app.definitions",
+    "Fire": "zksched.runtime.functions",
+}
+
+__all__ = [
+    "Cluster",
+    "ClusterUnavailable",
+    "Fire",
+    "JobConflictError",
+    "JobDefinitionError",
+    "__version__",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'zksched' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -1,0 +1,1 @@
+"""zksched inside Python apps: `Cluster` (see zksched/app/cluster.py)."""

@@ -1,0 +1,259 @@
+"""`Cluster`: zksched inside a Python app. Functions registered with `@cluster.cron(...)`
+run once per instant across every process that registers them.
+
+Each process is a member of the cluster like a `zksched run` daemon (the same membership,
+owner table, fire core, claims and locks), except that it runs only the function jobs it
+registered and no command; daemons run no function job. So a cluster id may hold daemons
+and apps side by side, and `zksched jobs list`, `status`, `history`, `audit` and metrics show
+function jobs like any other.
+
+Who wins when two processes register one name with different options: **the job table**.
+The first process to start puts its definition in; a process whose definition differs
+raises `JobConflictError` at `start()` (nothing changed), unless it was made with
+`replace=True` (a deploy that changes the job on purpose): then its definition replaces
+the table's, and members still running the old definition are no longer given the job.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, TypeVar
+
+from zksched.app.definitions import JobDefinitionError, function_job_spec
+from zksched.core.jobspec import JobSpec
+from zksched.core.jobtable import plan_register
+from zksched.core.names import name_problem, parse_label
+from zksched.runtime.daemon import Daemon, DaemonConfig
+from zksched.runtime.functions import JobFunction
+from zksched.zk.connection import ZkSettings, close_quietly, make_client
+from zksched.zk.jobstore import ConcurrentChange, JobStore, now_utc
+from zksched.zk.paths import ClusterPaths
+
+log = logging.getLogger("zksched.app")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+_started_here = itertools.count(1)  # Clusters started in this process
+
+
+def _process_member_id() -> str:
+    """`<host>-<pid>` like a daemon's, with `-<n>` for a second Cluster in one process."""
+    n = next(_started_here)
+    return f"{socket.gethostname()}-{os.getpid()}" + ("" if n == 1 else f"-{n}")
+
+
+class JobConflictError(RuntimeError):
+    """A function job registered here differs from the job table's; nothing was changed."""
+
+    def __init__(self, conflicts: Mapping[str, str]) -> None:
+        self.conflicts = dict(conflicts)
+        said = "; ".join(f"job {name!r}: {why}" for name, why in sorted(conflicts.items()))
+        super().__init__(
+            f"{said}. The job table's definition stands; start this process with "
+            "Cluster(..., replace=True) to make its definition the table's (a deploy), or "
+            "register the same options"
+        )
+
+
+class ClusterUnavailable(RuntimeError):
+    """ZooKeeper could not be reached in time to register this app's jobs."""
+
+
+class Cluster:
+    """This process as a member of cluster `client_id` on the ZooKeeper ensemble `zk`."""
+
+    def __init__(
+        self,
+        zk: str,
+        client_id: str,
+        *,
+        labels: Mapping[str, str] | None = None,
+        member_id: str | None = None,
+        concurrency: int = 8,
+        session_timeout: float = 10.0,
+        auth: str | None = None,
+        replace: bool = False,
+        stop_grace: float = 30.0,
+        on_session_loss: Literal["terminate", "continue"] = "terminate",
+    ) -> None:
+        self._settings = ZkSettings(hosts=zk, session_timeout=session_timeout, auth=auth)
+        self._settings.validate()
+        problem = name_problem(client_id, "client id")
+        if problem is not None:
+            raise ValueError(problem)
+        labels = dict(labels or {})
+        for key, value in labels.items():
+            parse_label(f"{key}={value}")  # ValueError naming the bad label
+        if not 1 <= concurrency <= 4096:
+            raise ValueError(f"concurrency must be 1 to 4096, got {concurrency}")
+        self.client_id = client_id
+        if member_id is not None:
+            problem = name_problem(member_id, "member id")
+            if problem is not None:
+                raise ValueError(problem)
+        self._given_member_id = member_id
+        self.member_id = member_id or ""  # set by start(): in the process that runs it
+        self._config = DaemonConfig(
+            zk=self._settings,
+            client_id=client_id,
+            labels=labels,
+            concurrency=concurrency,
+            on_session_loss=on_session_loss,
+            stop_grace=stop_grace,
+        )
+        self._replace = replace
+        self._jobs: dict[str, tuple[JobSpec, JobFunction]] = {}
+        self._lock = threading.Lock()
+        self._daemon: Daemon | None = None
+        self._stopped = False
+
+    # -- registering ----------------------------------------------------------------------
+
+    def cron(self, schedule: str, *, name: str | None = None, **options: Any) -> Callable[[F], F]:
+        """Decorate a function to run on `schedule` (cron, or `at` one-off text) once per
+        instant across the cluster. Options as in job files: tz, timeout, jitter, overlap,
+        catchup, catchup_window, retries, retry_backoff, delivery, labels, history, paused
+        (durations as "90s" text, seconds, or timedeltas). The job is named after the
+        function unless `name` is given. Raises JobDefinitionError at once when anything is
+        wrong, naming the function and the option; nothing is registered then."""
+
+        def register(function: F) -> F:
+            self.add_job(function, schedule, name=name, **options)
+            return function
+
+        return register
+
+    def add_job(
+        self, function: JobFunction, schedule: str, *, name: str | None = None, **options: Any
+    ) -> JobSpec:
+        """`cron` without the decorator; returns the job's spec."""
+        if not callable(function):
+            raise JobDefinitionError(f"{function!r} is not callable; nothing was registered")
+        spec = function_job_spec(function, name, schedule, options)
+        with self._lock:
+            if self._daemon is not None:
+                raise JobDefinitionError(
+                    f"job {spec.name!r}: register function jobs before start(); "
+                    "nothing was registered"
+                )
+            if spec.name in self._jobs:
+                raise JobDefinitionError(
+                    f"job {spec.name!r} is registered twice in this process (the second by "
+                    f"{getattr(function, '__qualname__', function)!r}); nothing was registered"
+                )
+            self._jobs[spec.name] = (spec, function)
+        return spec
+
+    @property
+    def jobs(self) -> Mapping[str, JobSpec]:
+        """The function jobs registered here."""
+        return {name: spec for name, (spec, _) in self._jobs.items()}
+
+    # -- running --------------------------------------------------------------------------
+
+    def start(self, timeout: float = 30.0) -> None:
+        """Put this app's function jobs in the job table (JobConflictError if the table has
+        another definition of one), then join the cluster. Returns once this member is in
+        the member table (or after `timeout`: it goes on joining in the background)."""
+        with self._lock:
+            if self._daemon is not None:
+                return
+            if self._stopped:
+                raise RuntimeError("a stopped Cluster cannot start again; make a new one")
+            self._register(timeout)
+            # the pid of the process that starts it: workers forked from one master (gunicorn
+            # --preload) must never share a member id (they would count as one member)
+            self.member_id = self._given_member_id or _process_member_id()
+            functions = {n: (spec.content_hash, fn) for n, (spec, fn) in self._jobs.items()}
+            config = dataclasses.replace(self._config, member_id=self.member_id)
+            self._daemon = Daemon(config, functions=functions)
+            self._daemon.start()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not self._daemon.status.readiness().ok:
+            time.sleep(0.05)
+
+    def _register(self, timeout: float) -> None:
+        """The table's side of start(): one compare-and-set of the job table, retried."""
+        client = make_client(self._settings)
+        try:
+            try:
+                client.start(timeout=timeout)
+            except Exception as exc:
+                raise ClusterUnavailable(
+                    f"cannot reach ZooKeeper at {self._settings.hosts} within {timeout:g}s "
+                    f"to register jobs: {exc}"
+                ) from None
+            store = JobStore(client, ClusterPaths(self.client_id), max(1.0, timeout / 3))
+            specs = {name: spec for name, (spec, _) in self._jobs.items()}
+            for _attempt in range(10):
+                root, current = store.read_table()
+                plan = plan_register(current, specs, self._replace, now_utc())
+                if plan.conflicts:
+                    raise JobConflictError(plan.conflicts)
+                if not plan.created and not plan.replaced:
+                    return
+                try:
+                    store.commit(root, plan.table)
+                except ConcurrentChange:
+                    continue
+                for name in plan.created:
+                    log.info("registered function job %s", name, extra={"job": name})
+                for name in plan.replaced:
+                    log.warning(
+                        "replaced function job %s (replace=True)", name, extra={"job": name}
+                    )
+                return
+            raise ClusterUnavailable("the job table kept changing; nothing was registered")
+        finally:
+            close_quietly(client)
+
+    def stop(self) -> None:
+        """Leave the cluster: the others take this member's jobs at once; runs under way
+        are told to stop if they outlast `stop_grace`. The jobs stay in the table (other
+        replicas run them); `zksched jobs delete NAME` removes one."""
+        with self._lock:
+            daemon, self._daemon = self._daemon, None
+            self._stopped = True
+        if daemon is not None:
+            daemon.stop()
+
+    def __enter__(self) -> Cluster:
+        self.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+    # -- what this member sees ----------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self._daemon is not None
+
+    def is_owner(self, name: str) -> bool:
+        """Whether this member owns `name` now: a job in the table as the owner table gives
+        it; any other name by rendezvous over the live members (labels left out). False while
+        not connected or not started."""
+        daemon = self._daemon
+        if daemon is None:
+            return False
+        view = daemon.view
+        entry = daemon.jobs.snapshot.entries.get(name)
+        spec = None if entry is None else entry.spec
+        if spec is not None:
+            return view.owns_job(name, spec)
+        return view.active and view.table.owner(name) == self.member_id
+
+    def _require_daemon(self) -> Daemon:
+        daemon = self._daemon
+        if daemon is None:
+            raise RuntimeError("the Cluster is not started: call start() (or use `with`)")
+        return daemon
