@@ -68,6 +68,8 @@ class Cluster:
         """Why no live member may run the job, when none may."""
         if entry.spec is None or self.owner(entry) is not None:
             return None
+        if entry.spec.kind == "function":
+            return "no live app registered this function with this definition"
         if self.table.owner(entry.name, entry.spec.labels) is not None:
             return "no member allows this command"
         return "no live member has its labels" if entry.spec.labels else "no live member"
@@ -216,6 +218,7 @@ def job_row(c: Cluster, entry: JobEntry, last: FireRecord | None) -> dict[str, A
     spec = entry.spec
     row: dict[str, Any] = {
         "name": entry.name,
+        "kind": spec.kind if spec else None,
         "schedule": spec.schedule if spec else None,
         "timezone": spec.timezone if spec else None,
         "paused": spec.paused if spec else None,
@@ -249,10 +252,11 @@ def list_jobs(ctx: CliContext, as_json: bool, show_all: bool) -> None:
         click.echo(f"no jobs in cluster {ctx.client_id}")
         return
     echo_table(
-        ["NAME", "SCHEDULE", "TZ", "PAUSED", "OWNER", "NEXT", "LAST"],
+        ["NAME", "KIND", "SCHEDULE", "TZ", "PAUSED", "OWNER", "NEXT", "LAST"],
         [
             [
                 r["name"],
+                r["kind"] or "-",
                 r["schedule"] or "-",
                 r["timezone"],
                 r["paused"],

@@ -112,7 +112,8 @@ _CONFIG_FAILURE = "zksched.config_failure"
 )
 @click.pass_context
 def cli(ctx: click.Context, /, **options: Any) -> None:
-    """zksched: cron jobs that run exactly once across a cluster of hosts."""
+    """zksched: cron jobs run once per instant across a cluster of hosts (at most once by
+    default; at least once where a job asks for it)."""
     from zksched.cli.context import CliContext
 
     failure = ctx.meta.get(_CONFIG_FAILURE)
