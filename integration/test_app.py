@@ -1,0 +1,153 @@
+"""zksched.Cluster in a process, against a real ZooKeeper: registering (who wins a conflict),
+what history says of a function's failure and of a timeout, a graceful stop handing over at
+once, and apps beside `zksched run` daemons in one cluster."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from integration.fires import FireLog, recording_job
+from integration.harness import DaemonProcess, run_cli, wait_until
+from zksched import Cluster, Fire, JobConflictError
+
+
+@pytest.fixture
+def apps(zk: str, client_id: str) -> Iterator[Callable[..., Cluster]]:
+    made: list[Cluster] = []
+
+    def make(**options: object) -> Cluster:
+        options.setdefault("session_timeout", 4.0)
+        cluster = Cluster(zk, client_id, **options)  # type: ignore[arg-type]
+        made.append(cluster)
+        return cluster
+
+    yield make
+    for cluster in made:
+        cluster.stop()
+
+
+def history(zk: str, client_id: str, job: str) -> list[dict[str, object]]:
+    done = run_cli(zk, client_id, "jobs", "history", job, "--json", "--limit", "50")
+    assert done.returncode == 0, done.stderr
+    rows: list[dict[str, object]] = json.loads(done.stdout)
+    return rows
+
+
+def test_the_table_wins_a_conflict_unless_the_app_replaces_it(
+    apps: Callable[..., Cluster], zk: str, client_id: str
+) -> None:
+    first = apps(member_id="first")
+    first.add_job(lambda fire: None, "0 2 * * *", name="invoice")
+    first.start()
+    second = apps(member_id="second")
+    second.add_job(lambda fire: None, "0 3 * * *", name="invoice")
+    with pytest.raises(JobConflictError) as caught:
+        second.start()
+    assert "invoice" in str(caught.value) and "schedule" in str(caught.value)
+    assert not second.running
+    shown = run_cli(zk, client_id, "jobs", "show", "invoice", "--json")
+    assert json.loads(shown.stdout)["schedule"] == "0 2 * * *"  # nothing changed
+    assert first.is_owner("invoice")
+
+    deploy = apps(member_id="deploy", replace=True)
+    deploy.add_job(lambda fire: None, "0 3 * * *", name="invoice")
+    deploy.start()
+    shown = run_cli(zk, client_id, "jobs", "show", "invoice", "--json")
+    assert json.loads(shown.stdout)["schedule"] == "0 3 * * *"
+    # the old definition's member is no longer given the job
+    wait_until(lambda: deploy.is_owner("invoice") and not first.is_owner("invoice"), 20)
+
+
+def test_failures_and_timeouts_are_in_history_with_why(
+    apps: Callable[..., Cluster], zk: str, client_id: str
+) -> None:
+    app = apps()
+
+    @app.cron("* * * * * *")
+    def broken(fire: Fire) -> None:
+        raise ValueError(f"no invoice for {fire.key}")
+
+    @app.cron("* * * * * *", timeout="300ms")
+    def stubborn(fire: Fire) -> None:
+        fire.cancelled.wait(5)
+
+    app.start()
+    wait_until(lambda: len(history(zk, client_id, "broken")) >= 2, 30)
+    wait_until(lambda: len(history(zk, client_id, "stubborn")) >= 2, 30)
+    failed = history(zk, client_id, "broken")[-1]
+    assert failed["state"] == "failed"
+    assert f"raised ValueError: no invoice for {failed['fire_key']}" in str(failed["error"])
+    timed_out = next(r for r in history(zk, client_id, "stubborn") if r["state"] != "running")
+    assert timed_out["state"] == "timeout"
+    assert "timed out after 0.3s" in str(timed_out["error"])
+    assert "fire.cancelled" in str(timed_out["error"])
+
+
+def test_stop_hands_the_jobs_over_at_once(
+    apps: Callable[..., Cluster], zk: str, client_id: str
+) -> None:
+    runs: list[tuple[str, float]] = []
+    members = [apps(member_id=f"m{i}", session_timeout=20.0) for i in range(2)]
+    for member in members:
+        member.add_job(
+            lambda fire: runs.append((fire.member_id, time.time())),
+            "* * * * * *",
+            name="tick",
+            overlap="allow",
+        )
+        member.start()
+    wait_until(lambda: len(runs) >= 2, 20)
+    owner = next(m for m in members if m.is_owner("tick"))
+    other = next(m for m in members if m is not owner)
+    stopped = time.time()
+    owner.stop()
+    wait_until(
+        lambda: any(m == other.member_id and t > stopped for m, t in runs),
+        5,
+        what="the other member ran the job well before a 20 s session could expire",
+    )
+    keys = [m for m, _ in runs]
+    assert keys  # every run was recorded
+
+
+def test_apps_and_daemons_share_a_cluster_each_running_its_own_kind(
+    apps: Callable[..., Cluster],
+    daemons: Callable[..., DaemonProcess],
+    zk: str,
+    client_id: str,
+    tmp_path: Path,
+) -> None:
+    log = FireLog(tmp_path / "commands.log")
+    jobfile = tmp_path / "jobs.toml"
+    jobfile.write_text(recording_job("cmd", log.path, overlap="allow"))
+    daemon = daemons(extra_args=["--member-id", "daemon"])
+    wait_until(lambda: daemon.last_members(), 30, what="the daemon joined")
+    assert run_cli(zk, client_id, "jobs", "apply", str(jobfile)).returncode == 0
+    calls: list[str] = []
+    lock = threading.Lock()
+
+    def record(fire: Fire) -> None:
+        with lock:
+            calls.append(fire.member_id)
+
+    app = apps(member_id="app")
+    app.add_job(record, "* * * * * *", name="fn", overlap="allow")
+    app.start()
+    wait_until(lambda: len(calls) >= 3 and len(log.fire_keys()) >= 3, 30)
+    assert set(calls) == {"app"}
+    assert set(log.members_of("cmd")) == {"daemon"}
+    # `jobs apply --prune` of a file without the function job leaves it
+    done = run_cli(zk, client_id, "jobs", "apply", "--prune", str(jobfile))
+    assert done.returncode == 0 and "kept      fn (a function job" in done.stdout
+    # the daemon's stop leaves the command job without an owner, never to the app
+    daemon.terminate()
+    listed = run_cli(zk, client_id, "jobs", "list", "--json")
+    rows = {r["name"]: r for r in json.loads(listed.stdout)}
+    assert rows["cmd"]["owner"] is None and rows["fn"]["owner"] == "app"
+    assert rows["fn"]["kind"] == "function"
