@@ -17,7 +17,16 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-BENCHMARKS = ["owners", "fire-delay", "failover", "zk-requests", "scale", "profile", "spawn-floor"]
+BENCHMARKS = [
+    "functions",  # the longest first: three at a time
+    "owners",
+    "fire-delay",
+    "failover",
+    "zk-requests",
+    "scale",
+    "profile",
+    "spawn-floor",
+]
 
 
 def run_quick(name: str, out: Path) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
@@ -101,3 +110,15 @@ def test_quick_profile_names_the_phases(quick_results: dict[str, Any]) -> None:
 def test_quick_spawn_floor_starts_every_command(quick_results: dict[str, Any]) -> None:
     results = quick_results["spawn-floor"][1]["results"]
     assert results["start_delay_ms"]["count"] == results["burst"] == 200
+
+
+def test_quick_functions_compares_with_apscheduler_and_the_daemon(
+    quick_results: dict[str, Any],
+) -> None:
+    results = quick_results["functions"][1]["results"]
+    for side in ("zksched", "apscheduler"):
+        assert results[side]["delay_ms"]["count"] == results[side]["expected"] > 0
+        assert results[side]["lost"] == results[side]["doubled"] == 0
+    assert results["requests"]["daemon_per_fire"] > 0 and results["requests"]["app_per_fire"] > 0
+    (step,) = results["throughput"]
+    assert step["lost"] == step["doubled"] == 0 and step["fires_per_s"] > 0

@@ -17,6 +17,7 @@ One module per benchmark family:
     scale        10k / 100k jobs: apply, ready, RSS, idle CPU, a burst of 2,000 at one instant
     fire_profile where the time on the fire path goes (`profile`: phases, cProfile)
     spawn_floor  the machine's own limit for a burst: `true`s started by plain Python loops
+    functions    function jobs in apps (zksched.Cluster) vs APScheduler 3; requests; throughput
 
 The cluster benchmarks (fire-delay to spawn-floor) start their own ZooKeeper and members
 through `cluster`; their members are `zksched run` subprocesses logging JSON (their `fire`

@@ -17,6 +17,7 @@ from types import FrameType
 # isort: off
 from zksched.devtools.bench import owners, http_latency, fire_delay, failover  # noqa: F401
 from zksched.devtools.bench import zk_requests, scale, fire_profile, spawn_floor  # noqa: F401
+from zksched.devtools.bench import functions  # noqa: F401
 from zksched.devtools.bench import blip  # noqa: F401
 
 # isort: on

@@ -1,0 +1,257 @@
+"""The `functions` benchmark: function jobs in apps (`zksched.Cluster`), side by side in one
+run with what they are judged against.
+
+- fire delay (instant -> the function's first line) of N every-second function jobs on 3 app
+  processes, against the same N no-op jobs in one APScheduler 3 `BackgroundScheduler` (no
+  process spawn on either side, no coordination on APScheduler's);
+- ZooKeeper requests per fire of function jobs (3 `Cluster`s in this process) against the
+  daemon's (3 `Daemon`s running `true`), counted in the clients as `zk-requests` does;
+- sustained throughput: every-second function jobs on 3 app processes of this box, stepped
+  up; fires per second, delay and losses per step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from zksched.devtools.bench.cluster import (
+    apply_jobs,
+    every_second_jobs,
+    in_process_members,
+    own_zookeeper,
+    sleep_until,
+    wait_for,
+)
+from zksched.devtools.bench.fire_delay import measure_apscheduler_delay
+from zksched.devtools.bench.registry import BenchContext, Result, at_least, benchmark
+from zksched.devtools.bench.report import markdown_table, ms_row, percentiles, progress
+from zksched.devtools.bench.zk_requests import RequestCounter
+
+APPS = 3
+
+
+def _arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--jobs", type=at_least(1), metavar="N", help="delay: jobs (100)")
+    parser.add_argument("--seconds", type=at_least(1), metavar="S", help="window (20)")
+    parser.add_argument(
+        "--steps", type=at_least(1), nargs="+", metavar="N", help="throughput steps (jobs)"
+    )
+
+
+@contextmanager
+def apps(zk: str, client_id: str, log: Path, jobs: int) -> Iterator[list[subprocess.Popen[bytes]]]:
+    root = Path(__file__).resolve().parents[3]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    started = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "zksched.devtools.bench.function_app",
+                zk,
+                client_id,
+                str(log),
+                str(jobs),
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(APPS)
+    ]
+    try:
+        yield started
+    finally:
+        for process in started:
+            process.send_signal(signal.SIGTERM)
+        for process in started:
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def _lines(log: Path) -> list[tuple[str, float, float]]:
+    if not log.exists():
+        return []
+    out = []
+    for line in log.read_text().splitlines():
+        key, scheduled, started = line.split()
+        out.append((key, float(scheduled), float(started)))
+    return out
+
+
+def measure_apps(zk: str, workdir: Path, jobs: int, seconds: int) -> Result:
+    """N every-second function jobs on 3 app processes: delay, fires/s, lost, doubled."""
+    client_id = f"fn-{uuid.uuid4().hex[:8]}"
+    log = workdir / f"{client_id}.log"
+    with apps(zk, client_id, log, jobs):
+
+        def kept_up() -> bool:  # every job ran 3 s ago within a second of its instant
+            second = math.floor(time.time()) - 3
+            ran = {k for k, s, t in _lines(log) if s == second and t - s < 1.0}
+            if len(ran) == jobs:
+                return True
+            time.sleep(0.5)
+            return False
+
+        wait_for(kept_up, 120, "the apps to keep up")
+        start = math.ceil(time.time()) + 1
+        end = start + seconds
+        sleep_until(end + 3.0)
+    window = [(k, s, t) for k, s, t in _lines(log) if start <= s < end]
+    counts = Counter(k for k, _, _ in window)
+    expected = jobs * seconds
+    return {
+        "jobs": jobs,
+        "delay_ms": percentiles([(t - s) * 1000 for _, s, t in window]),
+        "fires_per_s": round(len(counts) / seconds, 1),
+        "expected": expected,
+        "lost": expected - len(counts),
+        "doubled": sum(1 for n in counts.values() if n > 1),
+    }
+
+
+def requests_per_fire(zk: str, workdir: Path, jobs: int, seconds: int) -> Result:
+    """ZooKeeper requests per fire: 3 daemons running `true` vs 3 app members (both in this
+    process), the same jobs and window. The daemons' idle traffic (watchdog and clock probes,
+    no job) is measured first and subtracted from both: app members run the same code."""
+    from zksched import Cluster
+
+    def window(counter: RequestCounter, fired: Callable[[], int]) -> tuple[int, int]:
+        counter.counts.clear()
+        before = fired()
+        counter.enabled = True
+        time.sleep(seconds)
+        counter.enabled = False
+        return sum(counter.counts.values()), fired() - before
+
+    daemon_fires: list[object] = []
+    client_id = f"zd-{uuid.uuid4().hex[:8]}"
+    with in_process_members(zk, client_id, APPS) as daemons:
+        counter = RequestCounter()
+        for d in daemons:
+            counter.attach(d.client)
+            d.engine.observers.append(daemon_fires.append)
+            d.start()
+        wait_for(lambda: all(len(d.view.table.members) == APPS for d in daemons), 60, "daemons")
+        time.sleep(1)
+        idle, _ = window(counter, lambda: 0)
+        apply_jobs(zk, client_id, workdir, every_second_jobs(jobs, "zd"))
+        time.sleep(4)  # takeover, first fires, history reads: not steady
+        total, fires = window(counter, lambda: len(daemon_fires))
+    daemon = round(max(0, total - idle) / max(fires, 1), 3)
+
+    app_fires: list[int] = []
+    lock = threading.Lock()
+
+    def tick(_fire: object) -> None:
+        with lock:
+            app_fires.append(1)
+
+    client_id = f"za-{uuid.uuid4().hex[:8]}"
+    clusters = [
+        Cluster(zk, client_id, member_id=f"app-{i}", session_timeout=4.0) for i in range(APPS)
+    ]
+    for c in clusters:
+        for i in range(jobs):
+            c.add_job(tick, "* * * * * *", name=f"za-{i:05d}")
+    try:
+        for c in clusters:
+            c.start()
+        counter = RequestCounter()
+        for c in clusters:
+            counter.attach(c._require_daemon().client)
+        time.sleep(4)
+        total, fires = window(counter, lambda: len(app_fires))
+    finally:
+        for c in clusters:
+            c.stop()
+    app = round(max(0, total - idle) / max(fires, 1), 3)
+    return {"idle_requests": idle, "daemon_per_fire": daemon, "app_per_fire": app}
+
+
+@benchmark(
+    "functions",
+    help="function jobs in apps: delay vs APScheduler 3, requests, throughput",
+    arguments=_arguments,
+)
+def bench_functions(ctx: BenchContext) -> Result:
+    jobs = ctx.args.jobs or (10 if ctx.quick else 100)
+    seconds = ctx.args.seconds or (3 if ctx.quick else 20)
+    steps = ctx.args.steps or ([20] if ctx.quick else [250, 500, 1000, 2000])
+    with tempfile.TemporaryDirectory(prefix="zksched-bench-") as tmp:
+        workdir = Path(tmp)
+        with own_zookeeper(workdir) as zk:
+            progress(f"functions: {jobs} every-second function jobs on {APPS} apps")
+            ours = measure_apps(zk, workdir, jobs, seconds)
+            progress(f"functions: the same {jobs} jobs in APScheduler 3")
+            theirs = measure_apscheduler_functions(jobs, seconds)
+            progress("functions: ZooKeeper requests per fire, daemons and apps")
+            requests = requests_per_fire(zk, workdir, min(jobs, 30), min(seconds, 10))
+            throughput = []
+            for step in steps:
+                progress(f"functions: throughput, {step} every-second jobs on {APPS} apps")
+                throughput.append(measure_apps(zk, workdir, step, seconds))
+    margin = ours["delay_ms"]["p99"] - theirs["delay_ms"]["p99"]
+    print(
+        markdown_table(
+            ["scheduler", "fires", "p50 ms", "p95 ms", "p99 ms", "max ms"],
+            [
+                ms_row(f"zksched function jobs ({APPS} apps)", ours["delay_ms"]),
+                ms_row("APScheduler 3 (one process)", theirs["delay_ms"]),
+            ],
+        )
+    )
+    print(
+        f"\np99 zksched - APScheduler = {margin:+.1f} ms (bound: +15 ms); zksched lost "
+        f"{ours['lost']} doubled {ours['doubled']} of {ours['expected']}"
+    )
+    print(
+        f"\nZooKeeper requests per fire (net of idle traffic): daemons "
+        f"{requests['daemon_per_fire']:.2f}, apps {requests['app_per_fire']:.2f}\n"
+    )
+    print(
+        markdown_table(
+            ["jobs", "fires/s", "p50 ms", "p99 ms", "lost", "doubled"],
+            [
+                [
+                    f"{r['jobs']:,}",
+                    f"{r['fires_per_s']:,.1f}",
+                    f"{r['delay_ms']['p50']:.1f}",
+                    f"{r['delay_ms']['p99']:.1f}",
+                    str(r["lost"]),
+                    str(r["doubled"]),
+                ]
+                for r in throughput
+            ],
+        )
+    )
+    return {
+        "apps": APPS,
+        "jobs": jobs,
+        "seconds": seconds,
+        "zksched": ours,
+        "apscheduler": theirs,
+        "p99_margin_ms": round(margin, 1),
+        "requests": requests,
+        "throughput": throughput,
+    }
+
+
+def measure_apscheduler_functions(jobs: int, seconds: int) -> Result:
+    """APScheduler 3 with no-op jobs (the same measure as `fire-delay`'s, minus the spawn)."""
+    return measure_apscheduler_delay(jobs, seconds, spawn=False)
