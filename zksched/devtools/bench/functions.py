@@ -108,7 +108,11 @@ def measure_apps(zk: str, workdir: Path, jobs: int, seconds: int) -> Result:
             time.sleep(0.5)
             return False
 
-        wait_for(kept_up, 120, "the apps to keep up")
+        try:
+            wait_for(kept_up, 90, "the apps to keep up")
+            steady = True
+        except TimeoutError:
+            steady = False  # more than the apps can run on this box: measured all the same
         start = math.ceil(time.time()) + 1
         end = start + seconds
         sleep_until(end + 3.0)
@@ -117,6 +121,7 @@ def measure_apps(zk: str, workdir: Path, jobs: int, seconds: int) -> Result:
     expected = jobs * seconds
     return {
         "jobs": jobs,
+        "kept_up": steady,
         "delay_ms": percentiles([(t - s) * 1000 for _, s, t in window]),
         "fires_per_s": round(len(counts) / seconds, 1),
         "expected": expected,
