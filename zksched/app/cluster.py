@@ -83,7 +83,10 @@ class Cluster:
         replace: bool = False,
         stop_grace: float = 30.0,
         on_session_loss: Literal["terminate", "continue"] = "terminate",
+        http: str | None = None,
     ) -> None:
+        """`http`: HOST:PORT to serve /metrics, /healthz, /readyz and the status page on
+        (a small child process, as `zksched run --http` does); None: no port."""
         self._settings = ZkSettings(hosts=zk, session_timeout=session_timeout, auth=auth)
         self._settings.validate()
         problem = name_problem(client_id, "client id")
@@ -108,6 +111,7 @@ class Cluster:
             concurrency=concurrency,
             on_session_loss=on_session_loss,
             stop_grace=stop_grace,
+            http=http,
         )
         self._replace = replace
         self._jobs: dict[str, tuple[JobSpec, JobFunction]] = {}

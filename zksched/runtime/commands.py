@@ -208,6 +208,8 @@ class FireCommands:
             self._post(lambda now: self._exited(run, result, now))
 
         run.command = self._functions.start(fire, run.spec.timeout, done)
+        with self._launch_mutex:  # results wait while fires due together start, as for commands
+            self._last_launch = time.monotonic()
         if run.terminate_now is not None:
             run.command.terminate(run.terminate_now)
 
