@@ -68,7 +68,8 @@ class LeaseIO:
         ensure_lock_folders(self._client, self._paths, jobs, self.registry, self._timeout)
 
     def take(self, job: str, wait: float, take: int, session: int) -> None:
-        self._lockers.submit(self._guard, self._take_lease, job, wait, take, session)
+        with contextlib.suppress(RuntimeError):  # shut down: we are stopping, taking nothing
+            self._lockers.submit(self._guard, self._take_lease, job, wait, take, session)
 
     def _take_lease(self, job: str, wait: float, take: int, session: int) -> None:
         lock = JobLock(
