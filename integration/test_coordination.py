@@ -229,7 +229,7 @@ def test_lock_lost_on_session_expiry(
     other = Coordinator(zk_client(zk, SESSION), paths, "m-b").lock("nightly")
     assert lock.acquire()
     expire(client, zk)
-    wait_until(lambda: lock.lost, 15, what="the loss noticed")
+    wait_until(lambda: lock.lost and reasons, 15, what="the loss noticed")
     assert reasons == ["session-lost"] and lock.lost_reason == "session-lost"
     assert other.acquire(blocking=True, timeout=10)  # it is free: the node went
     wait_until(lambda: client.state == KazooState.CONNECTED, 15, what="a new session")
@@ -247,7 +247,7 @@ def test_lock_node_deleted_under_its_holder(
     assert lock.acquire()
     (node,) = kazoo.get_children(paths.app_lock("db"))
     kazoo.delete(f"{paths.app_lock('db')}/{node}")
-    wait_until(lambda: lock.lost, 10, what="the loss noticed")
+    wait_until(lambda: lock.lost and reasons, 10, what="the loss noticed")
     assert reasons == ["node-deleted"]
     lock.release()
     assert lock.acquire() and not lock.lost  # a fresh hold
@@ -267,7 +267,7 @@ def test_lock_suspended_then_lost_after_half_the_session(
     proxy.set_mode(BLACKHOLE)
     wait_until(lambda: lock.suspended, SESSION + 2, what="suspended")
     assert not lock.lost
-    wait_until(lambda: lock.lost, SESSION, what="declared lost")
+    wait_until(lambda: lock.lost and reasons, SESSION, what="declared lost")
     assert reasons == ["suspended"]
     proxy.set_mode(PASS)  # the session survived: release deletes the node it still has
     wait_until(lambda: client.state == KazooState.CONNECTED, 15, what="reconnected")

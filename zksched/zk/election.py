@@ -112,16 +112,22 @@ class LeaderElection:
         self._thread = None
         self._client.remove_listener(self._on_state)
         self._publish(False)
+        self._leave()
+
+    def _leave(self) -> None:
+        """Delete our node, and any other node with our nonce (a create whose reply was
+        lost and that was never adopted), so that no candidate of ours outlives us."""
         node, self._node = self._node, None
-        if node is not None:
-            try:
-                wait(self._client.delete_async(self._candidate(node)), self._timeout)
-            except NoNodeError:
-                pass
-            except (KazooException, KazooTimeoutError) as exc:
-                log.warning(
-                    "could not delete leader candidate %s (%s); its session will", node, exc
-                )
+        try:
+            if node is not None:
+                self._delete_quietly(node)
+            for _seq, name in self._candidates(watch=False):
+                if name.startswith(self._nonce + "__"):
+                    self._delete_quietly(name)
+        except NoNodeError:
+            pass  # no folder, no candidate
+        except (KazooException, KazooTimeoutError) as exc:
+            log.warning("could not delete our leader candidate (%s); its session will", exc)
 
     @property
     def is_leader(self) -> bool:
@@ -200,6 +206,9 @@ class LeaderElection:
             self._node = None
         if self._node is None:
             self._join(session)
+            if self._stopping.is_set():  # stop() may have looked before our node existed
+                self._leave()
+                return False
         return self._evaluate()
 
     def _join(self, session: int | None) -> None:
@@ -283,7 +292,9 @@ class LeaderElection:
 
     def _publish(self, leading: bool) -> None:
         """Record the outcome; call the listeners (outside our lock) when it changed."""
-        leading = leading and not self._stopping.is_set()
+        # never a term of a session that ended while the worker was evaluating
+        session = self._client.client_id[0] if self._client.client_id else None
+        leading = leading and not self._stopping.is_set() and session == self._node_session
         token = self._czxid if leading else None
         with self._cv:
             changed = (leading, token) != self._told
