@@ -96,10 +96,10 @@ def lose_the_claims_reply(
     proxy: FaultProxy,
     observer: KazooClient,
     path: str,
-    then: str,
+    then: str | None,
 ) -> None:
     """The client's next transaction (the claim) lands, but its reply is lost; once the
-    record exists the proxy goes to mode `then`."""
+    record exists the proxy goes to mode `then` (None: it stays, no reply ever comes)."""
     real = client.transaction
 
     def transaction() -> Any:
@@ -108,9 +108,11 @@ def lose_the_claims_reply(
 
         def after() -> None:
             wait_until(lambda: observer.exists(path), 10, what="the claim to land")
+            assert then is not None
             proxy.set_mode(then)
 
-        threading.Thread(target=after, daemon=True).start()
+        if then is not None:
+            threading.Thread(target=after, daemon=True).start()
         return real()
 
     monkeypatch.setattr(client, "transaction", transaction)
@@ -153,10 +155,11 @@ def test_an_undecided_claim_returns_none_and_is_settled_as_skipped(
     client = zk_client(proxy.address, SESSION)
     mine = Coordinator(client, paths, "m-1", call_timeout=0.5)
     path = paths.fire("job", "2026-04-01T00:00:00Z")
-    lose_the_claims_reply(monkeypatch, client, proxy, kazoo, path, then=BLACKHOLE)
+    lose_the_claims_reply(monkeypatch, client, proxy, kazoo, path, then=None)
 
     assert mine.claim("job", datetime(2026, 4, 1, tzinfo=UTC)) is None
     assert mine.pending == 1
+    wait_until(lambda: kazoo.exists(path), 5, what="the claim to have landed")
     proxy.set_mode(PASS)
     wait_until(lambda: mine.pending == 0, 15, what="the claim settled")
     record = FireClaims(kazoo, paths, 3.0).read("job", "2026-04-01T00:00:00Z")

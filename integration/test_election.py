@@ -89,10 +89,17 @@ def test_three_candidates_stop_the_leader_and_the_next_leads(
     board = Board()
     group = [candidate(zk_client(zk, SESSION), client_id, f"m-{i}", elections) for i in range(3)]
     watchers = [Watcher(e, board) for e in group]
-    for election in group:
+    folder = ClusterPaths(client_id).leader
+    observer = zk_client(zk)
+    for n, election in enumerate(group, start=1):
         election.start()
         election.start()  # idempotent
-        time.sleep(0.05)  # joins in order, for a predictable succession (not a speed check)
+        # one after the other, for a known succession
+        wait_until(
+            lambda n=n: observer.exists(folder) and len(observer.get_children(folder)) == n,
+            10,
+            what=f"candidate {n}",
+        )
     assert group[0].wait_for_leadership(10)
     first = group[0].term
     assert first is not None and leaders(group) == [group[0]]
@@ -267,3 +274,28 @@ def test_hostile_entries_in_the_folder_block_nobody(
     broken.stop()  # that candidate's session ends
     assert election.wait_for_leadership(10)
     assert election.leader_id() == "m-1"
+
+
+def test_after_session_expiry_it_runs_again_with_a_new_term(
+    zk_client: Callable[..., KazooClient],
+    zk: str,
+    client_id: str,
+    elections: list[LeaderElection],
+) -> None:
+    client = zk_client(zk, SESSION)
+    election = candidate(client, client_id, "m-1", elections)
+    heard: list[tuple[bool, int | None]] = []
+    election.add_listener(lambda leading, token: heard.append((leading, token)))
+    election.start()
+    assert election.wait_for_leadership(10)
+    first = election.term
+    session_id, password = client.client_id
+    thief = KazooClient(hosts=zk, client_id=(session_id, password), timeout=SESSION)
+    thief.start(timeout=10)
+    thief.stop()
+    thief.close()
+    wait_until(lambda: (False, None) in heard, 15, what="the loss heard")
+    wait_until(lambda: election.is_leader and client.client_id[0] != session_id, 15, what="again")
+    assert first is not None and (election.term or 0) > first
+    (node,) = zk_client(zk).get_children(ClusterPaths(client_id).leader)
+    assert node.endswith("0000000001")  # the old node went with its session
