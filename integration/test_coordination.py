@@ -278,3 +278,40 @@ def test_lock_suspended_then_lost_after_half_the_session(
     assert not lock.held
     assert lock.acquire() and not lock.lost
     lock.release()
+
+
+def test_a_lock_attempt_whose_create_reply_was_lost_leaves_no_orphan(
+    zk_client: Callable[..., KazooClient],
+    zk: str,
+    proxy_to: Callable[..., FaultProxy],
+    client_id: str,
+    kazoo: KazooClient,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """kazoo #732: a contender created by a failed attempt would block the lock for as
+    long as our session lives; it is found by its prefix and deleted once ZooKeeper
+    answers again."""
+    paths = ClusterPaths(client_id)
+    folder = paths.app_lock("db")
+    kazoo.ensure_path(folder)
+    proxy = proxy_to()
+    client = zk_client(proxy.address, SESSION)
+    real_create = client.create_async
+    dropped: list[str] = []
+
+    def create_losing_the_reply(path: str, *args: Any, **kwargs: Any) -> Any:
+        if path.startswith(folder + "/") and not dropped:
+            dropped.append(path)
+            proxy.set_mode(DROP_REPLIES)
+        return real_create(path, *args, **kwargs)
+
+    monkeypatch.setattr(client, "create_async", create_losing_the_reply)
+    lock = Coordinator(client, paths, "m-a", call_timeout=1.0).lock("db")
+    assert not lock.acquire()
+    wait_until(lambda: kazoo.get_children(folder), 5, what="the contender to land")
+    proxy.set_mode(PASS)
+    wait_until(lambda: not kazoo.get_children(folder), 15, what="the orphan deleted")
+    assert client.client_id is not None  # the same session lives on: it was not expiry
+    other = Coordinator(zk_client(zk, SESSION), paths, "m-b").lock("db")
+    assert other.acquire()
+    other.release()

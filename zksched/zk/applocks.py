@@ -132,7 +132,7 @@ class AppLock:
         """Give the lock up (idempotent). A lost hold has nothing left to delete unless the
         session came back; a node we cannot delete now is deleted in the background."""
         with self._mutex:
-            node, lock = self._node, self._lock
+            node, lock, session = self._node, self._lock, self._session
             self._node, self._lock, self._session = None, None, None
             self._lost_reason = None
             self._cancel_timer()
@@ -145,7 +145,7 @@ class AppLock:
         except NoNodeError:
             pass
         except (KazooException, KazooTimeoutError):
-            self._clean_later(lock)
+            self._clean_later(lock, session)
 
     @contextlib.contextmanager
     def hold(self, blocking: bool = False, timeout: float | None = None) -> Iterator[AppLock]:
@@ -174,10 +174,10 @@ class AppLock:
             got = False
         except (KazooException, KazooTimeoutError) as exc:
             log.debug("attempt at lock %s failed (%s)", self.name, type(exc).__name__)
-            self._clean_later(lock)
+            self._clean_later(lock, session)
             return False
         if not got:
-            self._clean_later(lock)  # kazoo cleans up itself; a failed cleanup is ours
+            self._clean_later(lock, session)  # kazoo cleans up itself; a failed one is ours
             return False
         assert lock.node is not None
         with self._mutex:
@@ -187,7 +187,8 @@ class AppLock:
             self._lost_reason = None
         self._client.add_listener(self._on_state)
         self._watch_node(self._node)
-        if self._client.client_id is None or self._client.client_id[0] != session:
+        current = self._client.client_id  # None while kazoo connects: the listener covers it
+        if current is not None and current[0] != session:
             self._mark_lost("session-lost")  # a new session came meanwhile: the node died
         return True
 
@@ -253,10 +254,10 @@ class AppLock:
 
     # -- orphans --------------------------------------------------------------------------
 
-    def _clean_later(self, lock: Lock) -> None:
+    def _clean_later(self, lock: Lock, session: int | None) -> None:
         """Delete whatever contender `lock` left (found by its unique prefix), now or, if
-        ZooKeeper does not answer, in the background while its session lives."""
-        session = self._client.client_id[0] if self._client.client_id else None
+        ZooKeeper does not answer, in the background while `session` (the one the attempt
+        was made in) lives."""
         if self._delete_contenders(lock.prefix):
             return
         threading.Thread(
@@ -267,11 +268,17 @@ class AppLock:
         ).start()
 
     def _cleanup_loop(self, prefix: str, session: int | None) -> None:
-        while self._client.client_id is not None and self._client.client_id[0] == session:
+        # kazoo's client_id is None while it connects: that is not the end of the session;
+        # LOST or another session id is (the contender went with it)
+        log.debug("cleanup of %s* in the background", prefix)
+        while session is not None and self._client.state != KazooState.LOST:
+            current = self._client.client_id
+            if current is not None and current[0] != session:
+                break
             if self._client.state == KazooState.CONNECTED and self._delete_contenders(prefix):
                 return
             time.sleep(CLEANUP_STEP)
-        # the session ended: its ephemeral contender went with it
+        log.debug("cleanup of %s* ends with its session", prefix)
 
     def _delete_contenders(self, prefix: str) -> bool:
         """True once no contender with `prefix` is left."""
@@ -284,6 +291,7 @@ class AppLock:
                         wait(self._client.delete_async(f"{self._path}/{child}"), self._timeout)
         except NoNodeError:
             return True
-        except (KazooException, KazooTimeoutError):
+        except (KazooException, KazooTimeoutError) as exc:
+            log.debug("cleanup of %s* failed (%s)", prefix, type(exc).__name__)
             return False
         return True

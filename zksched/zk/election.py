@@ -24,7 +24,8 @@ Invariants:
   otherwise lead forever. A candidate's data is never needed to decide anything.
 
 Threads: one worker thread (`zksched-election`) makes every ZooKeeper call and calls the
-listeners, in order, holding no lock of ours. kazoo's state listener and watch callbacks
+listeners, in order, holding no lock of ours (the last call, `(False, None)`, comes from the
+thread that calls `stop()`, after the worker has ended). kazoo's state listener and watch callbacks
 only set flags and wake the worker (they must not block, ZOOKEEPER-NOTES.md).
 """
 
