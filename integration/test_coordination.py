@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +25,7 @@ from zksched.zk.claims import FireClaims
 from zksched.zk.paths import ClusterPaths
 
 SESSION = 4.0
+REPO = Path(__file__).resolve().parents[1]
 BERLIN = timezone(timedelta(hours=1))
 
 
@@ -315,3 +321,31 @@ def test_a_lock_attempt_whose_create_reply_was_lost_leaves_no_orphan(
     other = Coordinator(zk_client(zk, SESSION), paths, "m-b").lock("db")
     assert other.acquire()
     other.release()
+
+
+def test_jobs_history_reads_an_app_claim_like_a_daemon_fire(
+    zk_client: Callable[..., KazooClient], zk: str, client_id: str, tmp_path: Path
+) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "zksched", "--zk", zk, "--client-id", client_id, *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+            stdin=subprocess.DEVNULL,
+        )
+
+    jobfile = tmp_path / "jobs.toml"
+    jobfile.write_text('[jobs.report]\nschedule = "0 2 * * *"\ncommand = ["true"]\n')
+    assert cli("jobs", "apply", str(jobfile)).returncode == 0
+    coordinator = Coordinator(zk_client(zk, SESSION), ClusterPaths(client_id), "m-1")
+    claim = coordinator.claim("report", datetime(2026, 1, 2, 2, 0, tzinfo=UTC))
+    assert claim is not None and coordinator.finish(claim, "ok")
+    shown = cli("jobs", "history", "report", "--json")
+    assert shown.returncode == 0, shown.stderr
+    (row,) = json.loads(shown.stdout)
+    assert row["fire_key"] == claim.key and row["state"] == "ok"
+    assert row["fencing_token"] == claim.fencing_token and row["member_id"] == "m-1"
