@@ -11,6 +11,8 @@
         locks/<bb>/<job>                    the job's kazoo Lock
         triggers/<job>.<seq>                a pending `jobs trigger`
         clocks/<member_id>                  ephemeral: the member's measured clock offset
+        leader/<nonce>__cand__<seq>         ephemeral sequential: a leader-election candidate
+        applocks/<bb>/<name>                an app's named lock (the coordination API)
 
 Folders that grow with the number of jobs (`fires`, `locks`) are split into 256 buckets
 `<bb>` by a hash of the job name, so that no `getChildren` reply comes near ZooKeeper's 1 MB
@@ -133,3 +135,28 @@ class ClusterPaths:
 
     def clock(self, member_id: str) -> str:
         return f"{self.clocks}/{member_id}"
+
+    # the coordination API for apps that keep their own timer (runtime/coordination.py)
+    @property
+    def leader(self) -> str:
+        """The cluster's one leader election: a candidate per member that runs it."""
+        return f"{self.base}/leader"
+
+    def leader_candidate_prefix(self, nonce: str) -> str:
+        """Prefix of a candidate's sequential create. The nonce (hex) makes the name ours
+        alone, so that a create whose reply was lost can be found again."""
+        if not nonce.isalnum():
+            raise ValueError(f"a candidate nonce must be letters and digits, not {nonce!r}")
+        return f"{self.leader}/{nonce}__cand__"
+
+    @property
+    def applocks(self) -> str:
+        """App locks live apart from `locks/`: an app lock named like a job never
+        contends with that job's run lock."""
+        return f"{self.base}/applocks"
+
+    def app_lock(self, name: str) -> str:
+        problem = name_problem(name, "lock name")
+        if problem:
+            raise ValueError(problem)
+        return f"{self.applocks}/{bucket_of(name)}/{name}"
