@@ -22,9 +22,11 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from zksched.app.cluster import Cluster, ClusterUnavailable, JobConflictError
+    from zksched.app.cluster import Cluster, ClusterUnavailable, JobConflictError, LeaderTerm
     from zksched.app.definitions import JobDefinitionError
+    from zksched.runtime.coordination import AppClaim
     from zksched.runtime.functions import Fire
+    from zksched.zk.applocks import AppLock, LockNotAcquired
 
 _PUBLIC = {
     "Cluster": "zksched.app.cluster",
@@ -32,14 +34,22 @@ _PUBLIC = {
     "JobConflictError": "zksched.app.cluster",
     "JobDefinitionError": "zksched.app.definitions",
     "Fire": "zksched.runtime.functions",
+    "LeaderTerm": "zksched.app.cluster",
+    "AppClaim": "zksched.runtime.coordination",
+    "AppLock": "zksched.zk.applocks",
+    "LockNotAcquired": "zksched.zk.applocks",
 }
 
 __all__ = [
+    "AppClaim",
+    "AppLock",
     "Cluster",
     "ClusterUnavailable",
     "Fire",
     "JobConflictError",
     "JobDefinitionError",
+    "LeaderTerm",
+    "LockNotAcquired",
     "__version__",
 ]
 

@@ -23,16 +23,22 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal, TypeVar
 
 from zksched.app.definitions import JobDefinitionError, function_job_spec
 from zksched.core.jobspec import JobSpec
 from zksched.core.jobtable import plan_register
 from zksched.core.names import name_problem, parse_label
+from zksched.runtime.coordination import AppClaim, Coordinator, Status
 from zksched.runtime.daemon import Daemon, DaemonConfig
 from zksched.runtime.functions import JobFunction
+from zksched.zk.applocks import AppLock
 from zksched.zk.connection import ZkSettings, close_quietly, make_client
+from zksched.zk.election import LeaderElection
 from zksched.zk.jobstore import ConcurrentChange, JobStore, now_utc
 from zksched.zk.paths import ClusterPaths
 
@@ -61,6 +67,14 @@ class JobConflictError(RuntimeError):
             "Cluster(..., replace=True) to make its definition the table's (a deploy), or "
             "register the same options"
         )
+
+
+@dataclass(frozen=True)
+class LeaderTerm:
+    """One term of this member's leadership (`Cluster.leader()`)."""
+
+    token: int  # the term's fencing token: larger than every earlier term's
+    lost: threading.Event  # set once leadership is lost (stop work, do not write)
 
 
 class ClusterUnavailable(RuntimeError):
@@ -117,6 +131,8 @@ class Cluster:
         self._jobs: dict[str, tuple[JobSpec, JobFunction]] = {}
         self._lock = threading.Lock()
         self._daemon: Daemon | None = None
+        self._coordinator: Coordinator | None = None
+        self._election: LeaderElection | None = None
         self._stopped = False
 
     # -- registering ----------------------------------------------------------------------
@@ -179,7 +195,13 @@ class Cluster:
             functions = {n: (spec.content_hash, fn) for n, (spec, fn) in self._jobs.items()}
             config = dataclasses.replace(self._config, member_id=self.member_id)
             self._daemon = Daemon(config, functions=functions)
+            call_timeout = max(1.0, self._settings.session_timeout / 3)
+            self._coordinator = Coordinator(
+                self._daemon.client, self._daemon.paths, self.member_id, call_timeout
+            )
+            self._election = self._coordinator.leader_election()
             self._daemon.start()
+            self._election.start()  # a candidate from the start: one ephemeral node
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and not self._daemon.status.readiness().ok:
             time.sleep(0.05)
@@ -225,7 +247,10 @@ class Cluster:
         replicas run them); `zksched jobs delete NAME` removes one."""
         with self._lock:
             daemon, self._daemon = self._daemon, None
+            election, self._election = self._election, None
             self._stopped = True
+        if election is not None:
+            election.stop()  # the next candidate leads at once
         if daemon is not None:
             daemon.stop()
 
@@ -255,6 +280,81 @@ class Cluster:
         if spec is not None:
             return view.owns_job(name, spec)
         return view.active and view.table.owner(name) == self.member_id
+
+    # -- coordination, for schedulers that keep their own timer ----------------------------
+
+    def claim(self, name: str, instant: datetime) -> AppClaim | None:
+        """The per-fire record of (`name`, `instant`): exactly one caller across the cluster
+        gets it (an AppClaim with the fire key and fencing token), every other gets None (as
+        does a caller that cannot reach ZooKeeper: no instant is ever claimed twice). The
+        instant must be timezone-aware; it is taken to the second in UTC. `finish()` records
+        how the run ended; `zksched jobs history NAME` shows both when NAME is a job."""
+        return self._require_coordinator().claim(name, instant)
+
+    def finish(self, claim: AppClaim, status: Status = "ok", error: str | None = None) -> bool:
+        """Record the claimed run's end ("ok", "failed" or "error"); False: not written yet
+        (ZooKeeper did not answer), it is retried in the background."""
+        return self._require_coordinator().finish(claim, status, error)
+
+    def lock(
+        self, name: str, blocking: bool = False, timeout: float | None = None
+    ) -> AbstractContextManager[AppLock]:
+        """`with cluster.lock(name):` holds the cluster-wide lock `name` (never a job's lease);
+        LockNotAcquired when another member holds it (blocking=False) or `timeout` passed.
+        Check `lock.lost` in long work: a lost session releases it."""
+        return self._require_coordinator().lock(name).hold(blocking, timeout)
+
+    def is_leader(self) -> bool:
+        """Whether this member leads the cluster now (one leader per cluster id; False while
+        the connection is suspended: the session may be gone)."""
+        election = self._election
+        return election is not None and election.is_leader
+
+    def leader_term(self) -> int | None:
+        """This member's term's fencing token while it leads (it grows with every term across
+        the cluster: pass it along with writes so that a deposed leader's are refused)."""
+        election = self._election
+        return None if election is None else election.term
+
+    def on_leader_change(self, callback: Callable[[bool, int | None], None]) -> None:
+        """Call `callback(leading, token)` whenever this member starts or stops leading
+        (from the election's thread: keep it short)."""
+        self._require_election().add_listener(callback)
+
+    @contextmanager
+    def leader(self, timeout: float | None = None) -> Iterator[LeaderTerm]:
+        """Wait until this member leads (TimeoutError after `timeout`), then run the block
+        as the leader: the LeaderTerm's `token` is the term's fencing token, and its `lost`
+        event is set the moment leadership is lost (check it in the block)."""
+        election = self._require_election()
+        if not election.wait_for_leadership(timeout):
+            raise TimeoutError(f"not the leader of {self.client_id} within {timeout}s")
+        token = election.term
+        term = LeaderTerm(token if token is not None else 0, threading.Event())
+
+        def listener(leading: bool, now: int | None) -> None:
+            if not leading or now != term.token:
+                term.lost.set()
+
+        election.add_listener(listener)
+        try:
+            if not election.is_leader or election.term != term.token:
+                term.lost.set()  # lost between the wait and the listener
+            yield term
+        finally:
+            election.remove_listener(listener)
+
+    def _require_coordinator(self) -> Coordinator:
+        coordinator = self._coordinator
+        if coordinator is None or self._daemon is None:
+            raise RuntimeError("the Cluster is not started: call start() (or use `with`)")
+        return coordinator
+
+    def _require_election(self) -> LeaderElection:
+        election = self._election
+        if election is None:
+            raise RuntimeError("the Cluster is not started: call start() (or use `with`)")
+        return election
 
     def _require_daemon(self) -> Daemon:
         daemon = self._daemon
