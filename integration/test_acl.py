@@ -145,7 +145,10 @@ def test_unauthenticated_clients_can_read_but_change_nothing(
 
 
 def test_nodes_others_made_before_are_refused_by_name(
-    zk: str, client_id: str, tmp_path: Path, stranger: KazooClient,
+    zk: str,
+    client_id: str,
+    tmp_path: Path,
+    stranger: KazooClient,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Issue 19: nodes that existed before, made without the digest ACL (an unauthenticated
@@ -154,8 +157,7 @@ def test_nodes_others_made_before_are_refused_by_name(
     now refuse them (exit 2, naming the node and the fix) and change nothing."""
     chroot = f"/acl-pre-{client_id}"
     hosts = zk + chroot
-    stranger.create(f"{chroot}/zksched/{client_id}/jobs", b"", acl=OPEN_ACL_UNSAFE,
-                    makepath=True)
+    stranger.create(f"{chroot}/zksched/{client_id}/jobs", b"", acl=OPEN_ACL_UNSAFE, makepath=True)
     monkeypatch.setenv("ZKSCHED_AUTH", CREDENTIAL)
     jobfile = tmp_path / "jobs.toml"
     jobfile.write_text('[jobs.x]\nschedule = "@hourly"\ncommand = ["true"]\n')

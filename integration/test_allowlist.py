@@ -37,9 +37,7 @@ def test_a_refused_job_moves_to_a_member_that_allows_it(
     daemons: Start, zk: str, client_id: str, tmp_path: Path
 ) -> None:
     strict = daemons(extra_args=["--member-id", STRICT, "--allow-command", "/usr/local/bin/*"])
-    lenient = daemons(
-        extra_args=["--member-id", LENIENT, "--allow-command", "/bin/sh"]
-    )
+    lenient = daemons(extra_args=["--member-id", LENIENT, "--allow-command", "/bin/sh"])
     wait_until(
         lambda: all(set(d.last_members() or ()) == {STRICT, LENIENT} for d in (strict, lenient)),
         20,
@@ -98,8 +96,16 @@ def test_the_allow_list_cannot_be_bypassed_through_the_job(
     sets, a relative argv[0] resolved against its workdir: no member with an allow-list runs
     them (the owner table leaves it out, and the member checks again at the start), and a
     pattern that is not an absolute path is refused before anything starts."""
-    strict = daemons(extra_args=["--member-id", STRICT, "--allow-command", "/usr/bin/*",
-                                 "--allow-command", "/bin/*"])
+    strict = daemons(
+        extra_args=[
+            "--member-id",
+            STRICT,
+            "--allow-command",
+            "/usr/bin/*",
+            "--allow-command",
+            "/bin/*",
+        ]
+    )
     wait_until(lambda: strict.last_members(), 20, what="joined")
     out = tmp_path / "fires.log"
     (tmp_path / "bin").mkdir()

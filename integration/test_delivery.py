@@ -108,7 +108,8 @@ def test_owners_killed_right_after_their_claims_lose_nothing_at_least_once(
     assert {k: counts[k] for k in alo_keys if counts[k] != 1} == {}
     alo = records(kazoo, client_id, "alo")
     again = {
-        name: r for name, r in alo.items()
+        name: r
+        for name, r in alo.items()
         if r.attempts and any(a.get("state") == "abandoned" for a in r.attempts)
     }
     assert len(again) >= KILLS, f"{len(again)} instants run again for {KILLS} kills"

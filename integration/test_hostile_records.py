@@ -92,8 +92,11 @@ def test_hostile_records_never_stop_the_daemon_or_the_commands(
         + '[jobs.victim]\nschedule = "@hourly"\ncommand = ["/bin/true"]\n'
     )
     group = [daemons() for _ in range(3)]
-    wait_until(lambda: all(len(d.last_members() or ()) == 3 for d in group), 20,
-               what="three members joined")
+    wait_until(
+        lambda: all(len(d.last_members() or ()) == 3 for d in group),
+        20,
+        what="three members joined",
+    )
     assert run_cli(zk, client_id, "jobs", "apply", str(jobfile)).returncode == 0
     log = FireLog(out)
     log.wait_for(lambda: len(log.fire_keys()) >= 2, 20)
@@ -190,8 +193,11 @@ def test_hostile_records_never_stop_the_daemon_or_the_commands(
     daemon.terminate()
     stopped = time.time()
     time.sleep(3)
-    later = [m for k, m, _t, started in log.lines() if k.startswith("steady@")
-             and float(started) > stopped + 1]
+    later = [
+        m
+        for k, m, _t, started in log.lines()
+        if k.startswith("steady@") and float(started) > stopped + 1
+    ]
     assert later and daemon.member_id not in later, later
 
 
@@ -205,8 +211,11 @@ def test_a_hostile_member_node_is_ignored_and_failover_still_works(
     members that are members keep the table, and a stopped member's jobs move."""
     paths = ClusterPaths(client_id)
     first, second = daemons(), daemons()
-    wait_until(lambda: all(len(d.last_members() or ()) == 2 for d in (first, second)), 20,
-               what="both members see each other")
+    wait_until(
+        lambda: all(len(d.last_members() or ()) == 2 for d in (first, second)),
+        20,
+        what="both members see each other",
+    )
     kazoo.create(paths.member("deep.0000009001"), b"[" * 100_000 + b"]" * 100_000, ephemeral=True)
     fake = {"member_id": "ghost", "host": "h", "pid": 1, "labels": {}, "started_at": ""}
     kazoo.create(paths.member("ghost.0000009002"), json.dumps(fake).encode())  # persistent
@@ -228,8 +237,9 @@ def test_a_hostile_member_node_is_ignored_and_failover_still_works(
 
     first.terminate()  # its jobs move to the member that is left
     moved = time.time()
-    wait_until(lambda: set(second.last_members() or ()) == {second.member_id}, 10,
-               what="the table shrank")
+    wait_until(
+        lambda: set(second.last_members() or ()) == {second.member_id}, 10, what="the table shrank"
+    )
     time.sleep(2.5)
     ran_after = {
         key.split("@")[0]
@@ -273,6 +283,10 @@ def test_jobs_apply_replaces_a_broken_job_table(
         listed = json.loads(run_cli(zk, client_id, "jobs", "list", "--json").stdout)
         assert [r["name"] for r in listed] == ["after"]
         (tmp_path / "jobs.toml").write_text(recording_job("before", out))
-        assert run_cli(zk, client_id, "jobs", "apply", "--prune",
-                       str(tmp_path / "jobs.toml")).returncode == 0
+        assert (
+            run_cli(
+                zk, client_id, "jobs", "apply", "--prune", str(tmp_path / "jobs.toml")
+            ).returncode
+            == 0
+        )
     assert daemon.alive

@@ -58,8 +58,11 @@ def test_a_one_off_due_while_no_member_was_up_runs_once_when_one_joins(
     history = json.loads(run_cli(zk, client_id, "jobs", "history", "once", "--json").stdout)
     assert [(h["state"], h["kind"]) for h in history] == [("ok", "catchup")]
     # it has run: no longer listed, unless asked for
-    wait_until(lambda: "once" not in run_cli(zk, client_id, "jobs", "list").stdout, 10,
-               what="the one-off gone from jobs list")
+    wait_until(
+        lambda: "once" not in run_cli(zk, client_id, "jobs", "list").stdout,
+        10,
+        what="the one-off gone from jobs list",
+    )
     assert "once" in run_cli(zk, client_id, "jobs", "list", "--all").stdout
     again = run_cli(zk, client_id, "jobs", "at", "+1h", "once", "--", "true")
     assert again.returncode == 2 and "exists already" in again.stderr

@@ -149,7 +149,6 @@ def test_results_wait_while_fires_start_then_go_together(
     assert FireRecord.from_json(kazoo.get(late.path)[0]).state == "ok"
 
 
-
 def test_a_hold_that_never_ends_delays_no_result_by_more_than_max_hold(
     zk_client: Callable[..., KazooClient], kazoo: KazooClient, zk: str, client_id: str
 ) -> None:

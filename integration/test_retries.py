@@ -72,8 +72,9 @@ def test_a_job_failing_twice_then_passing_runs_three_attempts_of_one_fire(
     assert gaps[0] >= 1.0 * (1 - JITTER) and gaps[1] >= 2.0 * (1 - JITTER), gaps  # doubled
     assert noted & {2, 3}, "no failed attempt was noted in the record while it waited"
 
-    record = wait_until(lambda: newest_record(zk, client_id, {"ok"}), 15,
-                        what="the fire's final record")
+    record = wait_until(
+        lambda: newest_record(zk, client_id, {"ok"}), 15, what="the fire's final record"
+    )
     assert record["attempt"] == 3
     attempts = record["attempts"]
     assert [(a["attempt"], a["state"]) for a in attempts] == [(1, "failed"), (2, "failed")]
@@ -81,8 +82,11 @@ def test_a_job_failing_twice_then_passing_runs_three_attempts_of_one_fire(
     shown = run_cli(zk, client_id, "jobs", "history", "flaky").stdout
     assert "attempt 3" in shown, shown
 
-    wait_until(lambda: metric(base, "zksched_fire_retries_total", job="flaky") == 2, 10,
-               what="retries counted")
+    wait_until(
+        lambda: metric(base, "zksched_fire_retries_total", job="flaky") == 2,
+        10,
+        what="retries counted",
+    )
     assert metric(base, "zksched_fires_total", job="flaky", outcome="failed") == 2
     assert metric(base, "zksched_fires_total", job="flaky", outcome="ok") == 1
 
@@ -97,8 +101,11 @@ def test_a_job_that_keeps_failing_stops_after_its_retries(
     assert run_cli(zk, client_id, "jobs", "apply", str(tmp_path / "jobs.toml")).returncode == 0
     assert run_cli(zk, client_id, "jobs", "trigger", "flaky").returncode == 0
 
-    record = wait_until(lambda: newest_record(zk, client_id, {"failed", "timeout"}), 20,
-                        what="the fire's final record")
+    record = wait_until(
+        lambda: newest_record(zk, client_id, {"failed", "timeout"}),
+        20,
+        what="the fire's final record",
+    )
     assert record["state"] == "failed" and record["attempt"] == 2
     time.sleep(3.0)  # a third attempt would have started by now (backoff 2 s x 1.2)
     assert [r[1] for r in lines(log)] == ["1", "2"]

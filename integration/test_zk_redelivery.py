@@ -19,8 +19,13 @@ INSTANT = "2026-01-01T00:00:00Z"
 
 def record(nonce: str, member: str = "m-1", **changes: object) -> FireRecord:
     base = FireRecord(
-        job="j", scheduled=INSTANT, member_id=member, session=1, nonce=nonce,
-        state="running", claimed_at="2026-01-01T00:00:00.000Z",
+        job="j",
+        scheduled=INSTANT,
+        member_id=member,
+        session=1,
+        nonce=nonce,
+        state="running",
+        claimed_at="2026-01-01T00:00:00.000Z",
     )
     return base.with_changes(**changes)
 

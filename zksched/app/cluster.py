@@ -133,6 +133,7 @@ class Cluster:
         self._daemon: Daemon | None = None
         self._coordinator: Coordinator | None = None
         self._election: LeaderElection | None = None
+        self._leader_listeners: list[Callable[[bool, int | None], None]] = []
         self._stopped = False
 
     # -- registering ----------------------------------------------------------------------
@@ -200,6 +201,8 @@ class Cluster:
                 self._daemon.client, self._daemon.paths, self.member_id, call_timeout
             )
             self._election = self._coordinator.leader_election()
+            for listener in self._leader_listeners:
+                self._election.add_listener(listener)
             self._daemon.start()
             self._election.start()  # a candidate from the start: one ephemeral node
         deadline = time.monotonic() + timeout
@@ -318,8 +321,17 @@ class Cluster:
 
     def on_leader_change(self, callback: Callable[[bool, int | None], None]) -> None:
         """Call `callback(leading, token)` whenever this member starts or stops leading
-        (from the election's thread: keep it short)."""
-        self._require_election().add_listener(callback)
+        (from the election's thread: keep it short). Registered before start(), it hears
+        every change; after, it is first told at once if this member leads already."""
+        with self._lock:
+            election = self._election
+            if election is None:
+                self._leader_listeners.append(callback)
+                return
+        election.add_listener(callback)
+        token = election.term
+        if election.is_leader and token is not None:
+            callback(True, token)
 
     @contextmanager
     def leader(self, timeout: float | None = None) -> Iterator[LeaderTerm]:
