@@ -174,3 +174,21 @@ def test_nodes_others_made_before_are_refused_by_name(
     stranger.delete(f"{chroot}/zksched/{client_id}", recursive=True)
     done = run_cli(hosts, client_id, "jobs", "apply", str(jobfile))
     assert done.returncode == 0, done.stderr
+
+
+def test_an_app_refuses_a_leader_folder_others_made(
+    zk: str, client_id: str, stranger: KazooClient
+) -> None:
+    """An app with `auth` checks the same nodes as `zksched run`, its leader and lock
+    folders included: a stranger's world-writable `leader` folder could hold a candidate that
+    leads the apps' cluster."""
+    from zksched import Cluster
+
+    chroot = f"/acl-app-{client_id}"
+    stranger.create(f"{chroot}/zksched/{client_id}/leader", b"", acl=OPEN_ACL_UNSAFE, makepath=True)
+    app = Cluster(zk + chroot, client_id, auth=CREDENTIAL, session_timeout=4)
+    app.add_job(lambda fire: None, "@hourly", name="tidy")
+    with pytest.raises(PermissionError, match=f"/zksched/{client_id}/leader may be changed by"):
+        app.start(timeout=20)
+    assert not app.running
+    assert not stranger.exists(f"{chroot}/zksched/{client_id}/jobs")  # nothing registered

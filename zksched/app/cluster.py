@@ -36,6 +36,7 @@ from zksched.core.names import name_problem, parse_label
 from zksched.runtime.coordination import AppClaim, Coordinator, Status
 from zksched.runtime.daemon import Daemon, DaemonConfig
 from zksched.runtime.functions import JobFunction
+from zksched.zk.aclcheck import open_nodes, refusal
 from zksched.zk.applocks import AppLock
 from zksched.zk.connection import ZkSettings, close_quietly, make_client
 from zksched.zk.election import LeaderElection
@@ -220,7 +221,13 @@ class Cluster:
                     f"cannot reach ZooKeeper at {self._settings.hosts} within {timeout:g}s "
                     f"to register jobs: {exc}"
                 ) from None
-            store = JobStore(client, ClusterPaths(self.client_id), max(1.0, timeout / 3))
+            paths = ClusterPaths(self.client_id)
+            credential = self._settings.credential
+            if credential is not None:  # nodes others may change: refused, as `zksched run` does
+                problems = open_nodes(client, paths, credential, max(1.0, timeout / 3))
+                if problems:
+                    raise PermissionError(refusal(problems, credential[0]))
+            store = JobStore(client, paths, max(1.0, timeout / 3))
             specs = {name: spec for name, (spec, _) in self._jobs.items()}
             for _attempt in range(10):
                 root, current = store.read_table()

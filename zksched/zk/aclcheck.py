@@ -38,6 +38,8 @@ def guarded_nodes(paths: ClusterPaths) -> list[str]:
         paths.locks,
         paths.triggers,
         paths.clocks,
+        paths.leader,  # a stranger's candidate there would lead the apps' cluster
+        paths.applocks,
     ]
 
 
