@@ -13,7 +13,7 @@ import pytest
 from apscheduler.executors.base import MaxInstancesReachedError
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from zksched.integrations.apscheduler import ClusterExecutor
+from zksched.integrations.apscheduler import ClusterExecutor, current_claim
 from zksched.runtime.coordination import AppClaim, claim_instant
 
 
@@ -84,14 +84,18 @@ def test_only_won_run_times_run_and_each_end_is_recorded(cluster: FakeCluster) -
     ran: list[str] = []
     scheduler, first = started(cluster)
     _, second = started(cluster)
-    job = scheduler.add_job(
-        lambda: ran.append("x"), "interval", seconds=1, id="tick", misfire_grace_time=30
-    )
+
+    def tick() -> None:
+        claim = current_claim()  # the job sees the claim of the run time it runs for
+        ran.append(claim.key if claim else "no claim")
+
+    job = scheduler.add_job(tick, "interval", seconds=1, id="tick", misfire_grace_time=30)
     t0 = now()
     first.submit_job(job, [t0 - timedelta(seconds=1), t0])
     second.submit_job(job, [t0])  # the other process: already claimed, nothing runs
     wait_finished(cluster, 2)
-    assert len(ran) == 2
+    assert ran == [f"tick@{t:%Y-%m-%dT%H:%M:%SZ}" for t in (t0 - timedelta(seconds=1), t0)]
+    assert current_claim() is None
     assert sorted(s for _, s, _ in cluster.finished) == ["ok", "ok"]
     assert cluster.asked.count(("tick", t0)) == 2
 

@@ -13,6 +13,8 @@ Each scheduler decides its jobs' run times as usual (triggers, misfire grace, co
 the executor then claims each run time (`cluster.claim(job id, run time)`) and submits only
 the run times it won, so one process runs each (job, run time) and the others skip it. When
 a run ends, `cluster.finish` records ok, or failed with the exception's type and message.
+In a job function, `current_claim()` is the run's claim: its `key` (`job@2026-01-02T02:00:00Z`,
+the same on every process) is an idempotency key, its `scheduled` the UTC run time.
 
 Rules, and why:
 - Job ids are the claims' names, so every process must give a job the same id (`id=` in
@@ -68,6 +70,16 @@ from zksched.runtime.coordination import AppClaim, Status, claim_instant
 log = logging.getLogger("zksched.integrations.apscheduler")
 
 GENERATED_ID = re.compile(r"[0-9a-f]{32}")  # what APScheduler's add_job(id=None) makes
+
+_current = threading.local()  # the claim of the run in progress on this pool thread
+
+
+def current_claim() -> AppClaim | None:
+    """In a job function run by a ClusterExecutor: the claim of the run time it runs for
+    (its `key` is an idempotency key the same on every process, `scheduled` the UTC
+    instant, `fencing_token` grows with every claim of the name). None elsewhere."""
+    claim: AppClaim | None = getattr(_current, "claim", None)
+    return claim
 
 
 def run_result(event: JobExecutionEvent) -> tuple[Status, str | None]:
@@ -133,9 +145,12 @@ class ClusterExecutor(ThreadPoolExecutor):  # type: ignore[misc]
             )
         return name
 
-    def claimed_run_times(self, job: Job, run_times: Iterable[datetime]) -> list[AppClaim]:
+    def claimed_run_times(
+        self, job: Job, run_times: Iterable[datetime]
+    ) -> list[tuple[datetime, AppClaim]]:
         """Claim each run time of `job` that is still within its misfire grace; the won
-        claims, oldest first. Nothing (and one log line per outage) without ZooKeeper."""
+        (run time, claim) pairs, oldest first. Without ZooKeeper: none, and one log line
+        per outage."""
         name = self.claim_name(job.id)
         if name is None:
             return []
@@ -153,7 +168,7 @@ class ClusterExecutor(ThreadPoolExecutor):  # type: ignore[misc]
             self._outage = False
             log.info("connected to ZooKeeper again: APScheduler run times are claimed again")
         now = datetime.now(UTC)
-        won: list[AppClaim] = []
+        won: list[tuple[datetime, AppClaim]] = []
         seen: set[datetime] = set()
         for run_time in run_times:
             instant = claim_instant(run_time)
@@ -178,7 +193,7 @@ class ClusterExecutor(ThreadPoolExecutor):  # type: ignore[misc]
                     job.id,
                     run_time.isoformat(),
                 )
-            won.append(claim)
+            won.append((run_time, claim))
         return won
 
     def submit_job(self, job: Job, run_times: list[datetime]) -> None:
@@ -197,8 +212,8 @@ class ClusterExecutor(ThreadPoolExecutor):  # type: ignore[misc]
             try:
                 self._submit(job, claims)
             except Exception as exc:  # the pool was shut down: the claims are lost here
-                for claim in claims:
-                    self.cluster.finish(claim, "error", f"not started: {exc}")
+                for _, claim in claims:
+                    self._finish(claim, "error", f"not started: {exc}")
                 raise
             self._instances[job.id] += 1
 
@@ -206,12 +221,23 @@ class ClusterExecutor(ThreadPoolExecutor):  # type: ignore[misc]
         """Only `_submit` submits (with the claims); BaseExecutor.submit_job is not used."""
         raise NotImplementedError("ClusterExecutor submits through submit_job only")
 
-    def _submit(self, job: Job, claims: list[AppClaim]) -> None:
+    def _submit(self, job: Job, claims: list[tuple[datetime, AppClaim]]) -> None:
         # BasePoolExecutor._do_submit_job's work, with the claims bound to the future: the
         # run's end finishes exactly the claims of this submission
-        run_times = [claim.scheduled for claim in claims]
-        future = self._pool.submit(run_job, job, job._jobstore_alias, run_times, self._logger.name)
-        future.add_done_callback(partial(self._ended, job.id, claims))
+        future = self._pool.submit(self._run, job, claims)
+        future.add_done_callback(partial(self._ended, job.id, [c for _, c in claims]))
+
+    def _run(self, job: Job, claims: list[tuple[datetime, AppClaim]]) -> list[JobExecutionEvent]:
+        """APScheduler's run_job, one run time at a time, so that `current_claim()` gives
+        the job function the claim of the run time it runs for."""
+        events: list[JobExecutionEvent] = []
+        for run_time, claim in claims:
+            _current.claim = claim
+            try:
+                events += run_job(job, job._jobstore_alias, [run_time], self._logger.name)
+            finally:
+                _current.claim = None
+        return events
 
     # -- the run side (pool threads) ------------------------------------------------------
 
