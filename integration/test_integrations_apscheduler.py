@@ -68,6 +68,7 @@ def test_four_gunicorn_workers_run_each_apscheduler_run_time_once(
             str(WORKERS),
             "-b",
             "127.0.0.1:0",
+            "--no-control-socket",  # its default path is one per user: tests run side by side
             "-c",
             "python:examples.apscheduler_gunicorn",
             "examples.apscheduler_gunicorn:app",
