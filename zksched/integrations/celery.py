@@ -46,6 +46,7 @@ import copy
 import logging
 import os
 import threading
+import time
 from collections.abc import Iterable, Mapping
 from datetime import UTC, date, datetime, timedelta, tzinfo
 from typing import Any
@@ -189,6 +190,16 @@ class ClusterScheduler(Scheduler):  # type: ignore[misc]
         if not isinstance(entry.schedule, crontab):
             new_entry.last_run_at = due
         return new_entry
+
+    def is_due(self, entry: ScheduleEntry) -> tuple[bool, float]:
+        """Beat's answer, except that a due interval entry's next check is the next bucket's
+        start (beat would say "in one interval" from now, keeping each replica's phase)."""
+        due, next_check = super().is_due(entry)
+        if due and isinstance(entry.schedule, schedule) and not isinstance(entry.schedule, crontab):
+            every = entry.schedule.run_every.total_seconds()
+            if every >= 1:
+                next_check = every - time.time() % every
+        return due, next_check
 
     def apply_entry(self, entry: ScheduleEntry, producer: Any = None) -> None:
         """Send the entry's task only when this replica claimed its due instant."""
