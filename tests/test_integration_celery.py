@@ -4,6 +4,7 @@ replica names for crontab and interval entries, and which entries are refused at
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -18,6 +19,7 @@ from zksched.integrations.celery import (
     entry_problems,
     interval_due,
 )
+from zksched.runtime.coordination import AppClaim
 
 BERLIN = ZoneInfo("Europe/Berlin")
 
@@ -154,3 +156,85 @@ def test_a_missing_cluster_id_is_a_configuration_error(monkeypatch: pytest.Monke
     app = Celery("t3", broker="memory://", set_as_current=False)
     with pytest.raises(ImproperlyConfigured, match="zksched_client_id"):
         ClusterScheduler(app)
+
+
+class FakeCluster:
+    """Claims are won once per (name, instant) across every scheduler sharing one fake."""
+
+    def __init__(self) -> None:
+        self.connected = True
+        self.taken: set[tuple[str, datetime]] = set()
+        self.finished: list[tuple[str, str]] = []
+
+    def claim(self, name: str, instant: datetime) -> AppClaim | None:
+        if (name, instant) in self.taken:
+            return None
+        self.taken.add((name, instant))
+        key = f"{name}@{instant:%Y-%m-%dT%H:%M:%SZ}"
+        return AppClaim(name, instant, key, len(self.taken), "fake", None)  # type: ignore[arg-type]
+
+    def finish(self, claim: AppClaim, status: str = "ok", error: str | None = None) -> bool:
+        self.finished.append((claim.key, status))
+        return True
+
+    def stop(self) -> None:
+        pass
+
+
+def replica(app: Celery, cluster: FakeCluster, sent: list[dict[str, Any]]) -> ClusterScheduler:
+    """A beat scheduler on `cluster` whose publishing is recorded instead of sent."""
+    scheduler = ClusterScheduler(app, lazy=True)
+    scheduler.cluster = cluster  # type: ignore[assignment]
+    scheduler.update_from_dict(
+        {"hb": {"task": "t.hb", "schedule": timedelta(seconds=5), "options": {"queue": "q"}}}
+    )
+
+    def apply_async(entry: Any, producer: Any = None, advance: bool = True) -> None:
+        sent.append(entry.options)
+
+    scheduler.apply_async = apply_async  # type: ignore[method-assign]
+    return scheduler
+
+
+def test_only_the_replica_that_claimed_sends_and_both_advance(app: Celery) -> None:
+    cluster = FakeCluster()
+    sent: list[dict[str, Any]] = []
+    replicas = [replica(app, cluster, sent) for _ in range(2)]
+    advanced = []
+    for scheduler in replicas:
+        entry = scheduler.schedule["hb"]
+        advanced.append(scheduler.reserve(entry))  # beat's tick: reserve, then apply
+        scheduler.apply_entry(entry)
+    assert len(sent) == 1  # one send for the bucket, whichever replica was first
+    (bucket,) = {when for _, when in cluster.taken}
+    assert sent[0]["queue"] == "q"
+    assert sent[0]["headers"]["zksched_fire_key"] == f"hb@{bucket:%Y-%m-%dT%H:%M:%SZ}"
+    assert sent[0]["headers"]["zksched_fencing_token"] == 1
+    assert "headers" not in replicas[0].schedule["hb"].options  # the entry is left as it was
+    assert cluster.finished == [(f"hb@{bucket:%Y-%m-%dT%H:%M:%SZ}", "ok")]
+    # both replicas' bookkeeping advanced, to the bucket: neither re-sends it on its next tick
+    assert [e.last_run_at for e in advanced] == [bucket, bucket]
+    assert all(e.total_run_count == 1 for e in advanced)
+
+
+def test_a_due_interval_entry_is_checked_again_at_the_next_bucket(app: Celery) -> None:
+    scheduler = replica(app, FakeCluster(), [])
+    entry = scheduler.schedule["hb"]
+    entry.last_run_at = datetime.now(UTC) - timedelta(seconds=60)
+    due, next_check = scheduler.is_due(entry)
+    assert due and 0 < next_check <= 5
+    expected = 5 - datetime.now(UTC).timestamp() % 5
+    assert abs(next_check - expected) < 0.5
+
+
+def test_without_zookeeper_nothing_is_sent_and_it_is_logged_once(
+    app: Celery, caplog: pytest.LogCaptureFixture
+) -> None:
+    cluster = FakeCluster()
+    cluster.connected = False
+    sent: list[dict[str, Any]] = []
+    scheduler = replica(app, cluster, sent)
+    for _ in range(3):
+        scheduler.apply_entry(scheduler.schedule["hb"])
+    assert sent == [] and cluster.taken == set()
+    assert len([r for r in caplog.records if "not connected" in r.getMessage()]) == 1

@@ -269,7 +269,8 @@ class ClusterScheduler(Scheduler):  # type: ignore[misc]
 
     @property
     def info(self) -> str:
+        """The line `celery beat` prints in its startup banner."""
         conf = self.app.conf
-        return (
-            f"    . zksched cluster -> {conf.get('zksched_client_id')} at {conf.get('zksched_zk')}"
-        )
+        client_id = conf.get("zksched_client_id") or os.environ.get("ZKSCHED_CLIENT_ID")
+        zk = conf.get("zksched_zk") or os.environ.get("ZKSCHED_ZK") or "127.0.0.1:2181"
+        return f"    . zksched cluster -> {client_id} at {zk}"
