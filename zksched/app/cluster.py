@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, TypeVar
 
+from kazoo.protocol.states import KazooState
+
 from zksched.app.definitions import JobDefinitionError, function_job_spec
 from zksched.core.jobspec import JobSpec
 from zksched.core.jobtable import plan_register
@@ -276,6 +278,17 @@ class Cluster:
     @property
     def running(self) -> bool:
         return self._daemon is not None
+
+    @property
+    def connected(self) -> bool:
+        """Whether this member has a ZooKeeper session now (claims are refused without one:
+        schedulers built on `claim` use this to say why a run was skipped)."""
+        daemon = self._daemon
+        return (
+            daemon is not None
+            and daemon.client.state == KazooState.CONNECTED
+            and bool(daemon.client.client_id)
+        )
 
     def is_owner(self, name: str) -> bool:
         """Whether this member owns `name` now: a job in the table as the owner table gives
