@@ -110,3 +110,16 @@ def states_of(zk: str, client_id: str, job: str, instants: list[datetime]) -> di
         key = fire_key(job, instant)
         out[key] = by_key.get(key, "no record")
     return out
+
+
+def name_instant_pid_lines(path: Path) -> list[tuple[str, str, int]]:
+    """`<name> <UTC instant> <pid>` lines an integration's example wrote (one per run or
+    send); a line cut short by a kill is left out."""
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[2].isdigit():
+            out.append((parts[0], parts[1], int(parts[2])))
+    return out

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
+from integration.fires import name_instant_pid_lines
 from integration.harness import HOSTNAME, run_cli, wait_until
 from zksched.core.firekey import format_utc
 from zksched.zk.claims import FireClaims
@@ -27,16 +28,7 @@ WINDOW = 10  # seconds of run times checked, after the warm-up
 WARM_UP = 2
 
 
-def runs(path: Path) -> list[tuple[str, str, int]]:
-    """(job id, scheduled UTC instant, pid) a line; a line cut short by a kill is left out."""
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        parts = line.split()
-        if len(parts) == 3 and parts[2].isdigit():
-            out.append((parts[0], parts[1], int(parts[2])))
-    return out
+runs = name_instant_pid_lines  # (job id, scheduled UTC instant, pid) per run
 
 
 def seconds(begin: datetime, end: datetime, step: int = 1) -> list[str]:

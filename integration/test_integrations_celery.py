@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
+from integration.fires import name_instant_pid_lines
 from integration.harness import HOSTNAME, run_cli, wait_until
 from zksched.core.firekey import format_utc
 from zksched.zk.claims import FireClaims
@@ -30,16 +31,7 @@ WARM_UP = 2
 ENTRY = "heartbeat"  # the example's every-second entry
 
 
-def sends(path: Path) -> list[tuple[str, str, int]]:
-    """(entry, due instant, pid) a published message."""
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        parts = line.split()
-        if len(parts) == 3 and parts[2].isdigit():
-            out.append((parts[0], parts[1], int(parts[2])))
-    return out
+sends = name_instant_pid_lines  # (entry, due instant, pid) a published message.
 
 
 def beat(zk: str, client_id: str, sends_path: Path, out: Path) -> subprocess.Popen[bytes]:
