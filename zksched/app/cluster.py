@@ -196,7 +196,7 @@ class Cluster:
             # the pid of the process that starts it: workers forked from one master (gunicorn
             # --preload) must never share a member id (they would count as one member)
             self.member_id = self._given_member_id or _process_member_id()
-            functions = {n: (spec.content_hash, fn) for n, (spec, fn) in self._jobs.items()}
+            functions = {n: (spec.definition_hash, fn) for n, (spec, fn) in self._jobs.items()}
             config = dataclasses.replace(self._config, member_id=self.member_id)
             self._daemon = Daemon(config, functions=functions)
             call_timeout = max(1.0, self._settings.session_timeout / 3)

@@ -124,7 +124,7 @@ class Member:
     znode: str = ""
     allowed_commands: tuple[str, ...] | None = None  # None: every command is allowed
     # None: a daemon (runs command jobs). A mapping: an app member (zksched.Cluster) that
-    # runs only the function jobs it registered: job name -> the spec's content hash
+    # runs only the function jobs it registered: job name -> the spec's definition_hash
     functions: Mapping[str, str] | None = None
 
     def __post_init__(self) -> None:
@@ -226,7 +226,7 @@ class OwnerTable:
         """The member that owns job `name` as `spec` describes it (labels, kind, command,
         env; a function job's spec hash)."""
         if spec.kind == "function":
-            return self.owner(name, spec.labels, function=(name, spec.content_hash))
+            return self.owner(name, spec.labels, function=(name, spec.definition_hash))
         return self.owner(name, spec.labels, spec.command[0], spec.env.keys())
 
     def owner(
