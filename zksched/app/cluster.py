@@ -381,7 +381,9 @@ class Cluster:
         event is set the moment leadership is lost (check it in the block)."""
         election = self._require_election()
         if not election.wait_for_leadership(timeout):
-            raise TimeoutError(f"not the leader of {self.client_id} within {timeout}s")
+            if self._election is not election:
+                raise RuntimeError(f"the Cluster of {self.client_id} stopped before it led")
+            raise TimeoutError(f"not the leader of {self.client_id} within {timeout:g}s")
         token = election.term
         term = LeaderTerm(token if token is not None else 0, threading.Event())
 
