@@ -63,3 +63,13 @@ def test_member_records_carry_functions_and_refuse_broken_ones() -> None:
         except MemberRecordError:
             continue
         raise AssertionError(f"accepted functions={broken!r}")
+
+
+def test_a_name_that_is_no_job_goes_to_an_app_member_never_a_daemon() -> None:
+    # Cluster.is_owner(name) for an app's own timer: a daemon sharing the cluster id would
+    # never act on it, so the name must go to an app
+    for n in range(50):
+        name = f"report-{n}"
+        table = OwnerTable([Member(f"d{i}") for i in range(5)] + [app("a1"), app("a2")])
+        assert table.owner(name, apps_only=True) in ("a1", "a2")
+    assert OwnerTable([Member("d1")]).owner("report", apps_only=True) is None

@@ -313,8 +313,9 @@ class Cluster:
 
     def is_owner(self, name: str) -> bool:
         """Whether this member owns `name` now: a job in the table as the owner table gives
-        it; any other name by rendezvous over the live members (labels left out). False while
-        not connected or not started."""
+        it; any other name by rendezvous over the live app members (labels left out; daemons
+        sharing the cluster id never act on such a name). False while not connected or not
+        started."""
         daemon = self._daemon
         if daemon is None or self._forked():
             return False
@@ -323,7 +324,7 @@ class Cluster:
         spec = None if entry is None else entry.spec
         if spec is not None:
             return view.owns_job(name, spec)
-        return view.active and view.table.owner(name) == self.member_id
+        return view.active and view.table.owner(name, apps_only=True) == self.member_id
 
     # -- coordination, for schedulers that keep their own timer ----------------------------
 
