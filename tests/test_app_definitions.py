@@ -153,6 +153,34 @@ def test_registering_creates_keeps_and_refuses_to_change_without_replace() -> No
     assert "command job" in refused.conflicts["nightly"]
 
 
+def test_replace_never_overwrites_a_command_job() -> None:
+    c = cluster()
+    c.add_job(nightly, "0 2 * * *")
+    command = JobSpec("nightly", "0 2 * * *", ("/bin/true",))
+    plan = plan_register({"nightly": _stored(command)}, c.jobs, True, "2026-12-03T00:00:00Z")
+    assert not plan.replaced and "command job" in plan.conflicts["nightly"]
+    assert plan.table["nightly"].record == command.to_record()
+
+
+def test_the_tables_paused_state_stands_through_restarts_and_deploys() -> None:
+    # `zksched jobs pause nightly` wrote paused = true; the replicas restart with the
+    # decorator's definition (paused = false), or deploy a new one with replace=True
+    c = cluster()
+    c.add_job(nightly, "0 2 * * *")
+    mine = c.jobs["nightly"]
+    paused = {**mine.to_record(), "paused": True}
+    now = "2026-12-03T00:00:00Z"
+
+    restart = plan_register({"nightly": StoredJob("nightly", paused, "x")}, c.jobs, False, now)
+    assert not (restart.created or restart.replaced or restart.conflicts)
+
+    new = JobSpec("nightly", "0 3 * * *", (), kind="function")
+    table = {"nightly": StoredJob("nightly", paused, "x")}
+    deploy = plan_register(table, {"nightly": new}, True, now)
+    assert deploy.replaced == ["nightly"]
+    assert deploy.table["nightly"].record == {**new.to_record(), "paused": True}
+
+
 def test_jobs_apply_prune_keeps_function_jobs() -> None:
     function = JobSpec("fn", "* * * * *", (), kind="function")
     command = JobSpec("old", "* * * * *", ("/bin/true",))

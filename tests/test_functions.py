@@ -56,6 +56,18 @@ def test_an_exception_is_failed_with_its_type_and_message() -> None:
     assert result.error == "raised KeyError: 'customer 42'"
 
 
+def test_an_async_function_hidden_behind_a_plain_callable_fails_rather_than_ok() -> None:
+    ran: list[Fire] = []
+
+    class Job:
+        async def __call__(self, fire: Fire) -> None:
+            ran.append(fire)
+
+    result, _ = run(Job())
+    assert not ran and result.status == "failed"
+    assert result.error is not None and "returned an awaitable that nothing awaits" in result.error
+
+
 def test_sys_exit_in_a_function_still_ends_the_run() -> None:
     def leaves(_fire: Fire) -> None:
         raise SystemExit(3)

@@ -138,6 +138,7 @@ class Cluster:
         self._election: LeaderElection | None = None
         self._leader_listeners: list[Callable[[bool, int | None], None]] = []
         self._stopped = False
+        self._started_pid: int | None = None  # the process start() ran in (fork check)
 
     # -- registering ----------------------------------------------------------------------
 
@@ -189,6 +190,7 @@ class Cluster:
         the member table (or after `timeout`: it goes on joining in the background)."""
         with self._lock:
             if self._daemon is not None:
+                self._refuse_if_forked()
                 return
             if self._stopped:
                 raise RuntimeError("a stopped Cluster cannot start again; make a new one")
@@ -196,9 +198,10 @@ class Cluster:
             # the pid of the process that starts it: workers forked from one master (gunicorn
             # --preload) must never share a member id (they would count as one member)
             self.member_id = self._given_member_id or _process_member_id()
-            functions = {n: (spec.content_hash, fn) for n, (spec, fn) in self._jobs.items()}
+            functions = {n: (spec.definition_hash, fn) for n, (spec, fn) in self._jobs.items()}
             config = dataclasses.replace(self._config, member_id=self.member_id)
-            self._daemon = Daemon(config, functions=functions)
+            self._daemon = daemon = Daemon(config, functions=functions)
+            self._started_pid = os.getpid()
             call_timeout = max(1.0, self._settings.session_timeout / 3)
             self._coordinator = Coordinator(
                 self._daemon.client, self._daemon.paths, self.member_id, call_timeout
@@ -209,7 +212,7 @@ class Cluster:
             self._daemon.start()
             self._election.start()  # a candidate from the start: one ephemeral node
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and not self._daemon.status.readiness().ok:
+        while time.monotonic() < deadline and not daemon.status.readiness().ok:
             time.sleep(0.05)
 
     def _register(self, timeout: float) -> None:
@@ -261,6 +264,8 @@ class Cluster:
             daemon, self._daemon = self._daemon, None
             election, self._election = self._election, None
             self._stopped = True
+            if self._forked():
+                return  # the member is the parent's: a child's copy only lets go of it
         if election is not None:
             election.stop()  # the next candidate leads at once
         if daemon is not None:
@@ -277,7 +282,22 @@ class Cluster:
 
     @property
     def running(self) -> bool:
-        return self._daemon is not None
+        """Started and not stopped, in this process (False in a child forked after start)."""
+        return self._daemon is not None and not self._forked()
+
+    def _forked(self) -> bool:
+        """Whether this is a child forked after start(): the session, its threads and the
+        leadership belong to the parent, so this copy must not act on them."""
+        return self._started_pid is not None and self._started_pid != os.getpid()
+
+    def _refuse_if_forked(self) -> None:
+        if self._forked():
+            raise RuntimeError(
+                f"this Cluster was started in process {self._started_pid}, and this process "
+                f"({os.getpid()}) is a fork of it: a ZooKeeper session and its threads do not "
+                "survive a fork. Make and start a Cluster in each worker after the fork "
+                "(gunicorn: in post_fork), never in the master"
+            )
 
     @property
     def connected(self) -> bool:
@@ -286,23 +306,25 @@ class Cluster:
         daemon = self._daemon
         return (
             daemon is not None
+            and not self._forked()
             and daemon.client.state == KazooState.CONNECTED
             and bool(daemon.client.client_id)
         )
 
     def is_owner(self, name: str) -> bool:
         """Whether this member owns `name` now: a job in the table as the owner table gives
-        it; any other name by rendezvous over the live members (labels left out). False while
-        not connected or not started."""
+        it; any other name by rendezvous over the live app members (labels left out; daemons
+        sharing the cluster id never act on such a name). False while not connected or not
+        started."""
         daemon = self._daemon
-        if daemon is None:
+        if daemon is None or self._forked():
             return False
         view = daemon.view
         entry = daemon.jobs.snapshot.entries.get(name)
         spec = None if entry is None else entry.spec
         if spec is not None:
             return view.owns_job(name, spec)
-        return view.active and view.table.owner(name) == self.member_id
+        return view.active and view.table.owner(name, apps_only=True) == self.member_id
 
     # -- coordination, for schedulers that keep their own timer ----------------------------
 
@@ -331,13 +353,13 @@ class Cluster:
         """Whether this member leads the cluster now (one leader per cluster id; False while
         the connection is suspended: the session may be gone)."""
         election = self._election
-        return election is not None and election.is_leader
+        return election is not None and not self._forked() and election.is_leader
 
     def leader_term(self) -> int | None:
         """This member's term's fencing token while it leads (it grows with every term across
         the cluster: pass it along with writes so that a deposed leader's are refused)."""
         election = self._election
-        return None if election is None else election.term
+        return None if election is None or self._forked() else election.term
 
     def on_leader_change(self, callback: Callable[[bool, int | None], None]) -> None:
         """Call `callback(leading, token)` whenever this member starts or stops leading
@@ -360,7 +382,9 @@ class Cluster:
         event is set the moment leadership is lost (check it in the block)."""
         election = self._require_election()
         if not election.wait_for_leadership(timeout):
-            raise TimeoutError(f"not the leader of {self.client_id} within {timeout}s")
+            if self._election is not election:
+                raise RuntimeError(f"the Cluster of {self.client_id} stopped before it led")
+            raise TimeoutError(f"not the leader of {self.client_id} within {timeout:g}s")
         token = election.term
         term = LeaderTerm(token if token is not None else 0, threading.Event())
 
@@ -379,17 +403,23 @@ class Cluster:
     def _require_coordinator(self) -> Coordinator:
         coordinator = self._coordinator
         if coordinator is None or self._daemon is None:
-            raise RuntimeError("the Cluster is not started: call start() (or use `with`)")
+            raise RuntimeError(_NOT_STARTED)
+        self._refuse_if_forked()
         return coordinator
 
     def _require_election(self) -> LeaderElection:
         election = self._election
         if election is None:
-            raise RuntimeError("the Cluster is not started: call start() (or use `with`)")
+            raise RuntimeError(_NOT_STARTED)
+        self._refuse_if_forked()
         return election
 
     def _require_daemon(self) -> Daemon:
         daemon = self._daemon
         if daemon is None:
-            raise RuntimeError("the Cluster is not started: call start() (or use `with`)")
+            raise RuntimeError(_NOT_STARTED)
+        self._refuse_if_forked()
         return daemon
+
+
+_NOT_STARTED = "the Cluster is not started: call start() (or use `with`)"

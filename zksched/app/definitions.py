@@ -69,7 +69,7 @@ def _duration(value: object) -> object:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return value
     if not math.isfinite(value) or value < 0:
-        raise ValueError(f"must be a positive number of seconds, got {value!r}")
+        raise ValueError(f"must be zero or more seconds, got {value!r}")
     return format_duration_ms(round(value * 1000))
 
 

@@ -70,9 +70,14 @@ class Cluster:
             return None
         if entry.spec.kind == "function":
             return "no live app registered this function with this definition"
-        if self.table.owner(entry.name, entry.spec.labels) is not None:
+        daemons = [m for m in self.table.members if m.functions is None]
+        if any(m.eligible_for(entry.spec.labels) for m in daemons):
             return "no member allows this command"
-        return "no live member has its labels" if entry.spec.labels else "no live member"
+        if daemons:
+            return "no live member has its labels"
+        if self.table.members:
+            return "no live daemon: app members (zksched.Cluster) run function jobs only"
+        return "no live member"
 
 
 @contextmanager

@@ -133,14 +133,20 @@ def plan_register(
 ) -> RegisterPlan:
     """The table once an app's function jobs are in it. The table wins: a job there that
     differs is a conflict, unless `replace` (a deploy that changes the job); then this app's
-    spec goes in, and members that registered the old one stop being given the job."""
+    spec goes in, and members that registered the old one stop being given the job.
+    `paused` is not part of the definition: the app's sets a new job's state, and after that
+    the table's (`zksched jobs pause` / `resume`) stands, through deploys too. A command job
+    of the name is a conflict even with `replace` (it is the job file's, not the apps')."""
     plan = RegisterPlan(table=dict(current))
     for name in sorted(specs):
         record = specs[name].to_record()
         old = current.get(name)
+        paused = old.record.get("paused") if old is not None and is_function_job(old) else None
+        if isinstance(paused, bool):
+            record["paused"] = paused
         if old is not None and old.record == record:
             continue
-        if old is not None and not replace:
+        if old is not None and (not replace or not is_function_job(old)):
             plan.conflicts[name] = _difference(old.record, record)
             continue
         (plan.replaced if old is not None else plan.created).append(name)
@@ -152,6 +158,9 @@ def _difference(stored: Any, wanted: dict[str, Any]) -> str:
     if not isinstance(stored, dict):
         return "the table's record is broken"
     if stored.get("kind") != "function":
-        return "the table has a command job of that name"
+        return (
+            "the table has a command job of that name (replace=True never replaces one: "
+            "rename the function, or `zksched jobs delete` the command job)"
+        )
     keys = sorted(k for k in set(stored) | set(wanted) if stored.get(k) != wanted.get(k))
     return ", ".join(f"{k}: {stored.get(k)!r} in the table, {wanted.get(k)!r} here" for k in keys)

@@ -34,9 +34,9 @@ from zksched.core.jobspec import JobSpec
 from zksched.core.names import name_problem
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
-# (job, labels, program, env names, function): what eligibility depends on
+# (job, labels, program, env names, function, apps only): what eligibility depends on
 _OwnerKey = tuple[
-    str, frozenset[tuple[str, str]], str | None, frozenset[str], tuple[str, str] | None
+    str, frozenset[tuple[str, str]], str | None, frozenset[str], tuple[str, str] | None, bool
 ]
 MAX_FUNCTIONS = 10_000  # function jobs one app member may register
 
@@ -124,7 +124,7 @@ class Member:
     znode: str = ""
     allowed_commands: tuple[str, ...] | None = None  # None: every command is allowed
     # None: a daemon (runs command jobs). A mapping: an app member (zksched.Cluster) that
-    # runs only the function jobs it registered: job name -> the spec's content hash
+    # runs only the function jobs it registered: job name -> the spec's definition_hash
     functions: Mapping[str, str] | None = None
 
     def __post_init__(self) -> None:
@@ -226,7 +226,7 @@ class OwnerTable:
         """The member that owns job `name` as `spec` describes it (labels, kind, command,
         env; a function job's spec hash)."""
         if spec.kind == "function":
-            return self.owner(name, spec.labels, function=(name, spec.content_hash))
+            return self.owner(name, spec.labels, function=(name, spec.definition_hash))
         return self.owner(name, spec.labels, spec.command[0], spec.env.keys())
 
     def owner(
@@ -236,8 +236,11 @@ class OwnerTable:
         program: str | None = None,
         env_names: Iterable[str] = (),
         function: tuple[str, str] | None = None,
+        apps_only: bool = False,
     ) -> str | None:
         """The member id that owns `job`, or None when no live member is eligible.
+        `apps_only`: among app members only (a name that is no job, for `Cluster.is_owner`:
+        a daemon would never act on it).
 
         `program` is the job's argv[0] and `env_names` the variables its env sets: members
         whose allow-list refuses them are not eligible.
@@ -248,7 +251,7 @@ class OwnerTable:
             env = frozenset()  # nobody restricts commands: one memo entry per job; with app
             # members about, "" still asks for a daemon, whatever the program
             program = "" if self._any_app else None
-        key = (job, frozenset(labels.items()), program, env, function)
+        key = (job, frozenset(labels.items()), program, env, function, apps_only)
         try:
             return self._memo[key]
         except KeyError:
@@ -258,6 +261,8 @@ class OwnerTable:
             if not labels and program is None and function is None
             else [m for m in self._members if m.eligible_for(labels, program, env, function)]
         )
+        if apps_only:
+            candidates = [m for m in candidates if m.functions is not None]
         best: str | None = None
         best_weight = -1
         for member in candidates:

@@ -57,6 +57,7 @@ from celery.schedules import crontab, schedule  # type: ignore[import-untyped]
 
 from zksched.app.cluster import Cluster
 from zksched.core.names import name_problem
+from zksched.runtime.coordination import AppClaim
 
 log = logging.getLogger("zksched.integrations.celery")
 
@@ -132,15 +133,22 @@ def entry_problems(entries: Iterable[tuple[str, Any]]) -> list[str]:
     return problems
 
 
+def configured_cluster(conf: Mapping[str, Any]) -> tuple[str | None, str]:
+    """(cluster id, ZooKeeper connect string) from the `zksched_*` keys, else the
+    environment, else the default hosts; the id is None when neither names one."""
+    client_id = conf.get("zksched_client_id") or os.environ.get("ZKSCHED_CLIENT_ID")
+    zk = conf.get("zksched_zk") or os.environ.get("ZKSCHED_ZK") or "127.0.0.1:2181"
+    return client_id, zk
+
+
 def cluster_from_config(conf: Mapping[str, Any]) -> Cluster:
     """A Cluster (not started) from the app's `zksched_*` config keys."""
-    client_id = conf.get("zksched_client_id") or os.environ.get("ZKSCHED_CLIENT_ID")
+    client_id, zk = configured_cluster(conf)
     if not client_id:
         raise ImproperlyConfigured(
             "ClusterScheduler needs the zksched cluster id: set the Celery config key "
             "zksched_client_id (or the environment variable ZKSCHED_CLIENT_ID)"
         )
-    zk = conf.get("zksched_zk") or os.environ.get("ZKSCHED_ZK") or "127.0.0.1:2181"
     try:
         return Cluster(
             zk=zk,
@@ -231,7 +239,7 @@ class ClusterScheduler(Scheduler):  # type: ignore[misc]
         else:
             cluster.finish(claim, "ok")
 
-    def _claim(self, name: str, due: datetime) -> Any:
+    def _claim(self, name: str, due: datetime) -> AppClaim | None:
         cluster = self.cluster
         if cluster is None or not cluster.connected:
             if not self._outage:
@@ -270,7 +278,5 @@ class ClusterScheduler(Scheduler):  # type: ignore[misc]
     @property
     def info(self) -> str:
         """The line `celery beat` prints in its startup banner."""
-        conf = self.app.conf
-        client_id = conf.get("zksched_client_id") or os.environ.get("ZKSCHED_CLIENT_ID")
-        zk = conf.get("zksched_zk") or os.environ.get("ZKSCHED_ZK") or "127.0.0.1:2181"
+        client_id, zk = configured_cluster(self.app.conf)
         return f"    . zksched cluster -> {client_id} at {zk}"

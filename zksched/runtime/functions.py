@@ -214,7 +214,17 @@ def _call(
 ) -> None:
     error: BaseException | None = None
     try:
-        function(fire)
+        result = function(fire)
+        if inspect.isawaitable(result):
+            # an async function behind a plain callable (an object with an async __call__, a
+            # wrapper without functools.wraps): never awaited here, so it did not run
+            if inspect.iscoroutine(result):
+                result.close()
+            raise TypeError(
+                f"function job {fire.job} returned an awaitable that nothing awaits (it did "
+                "not run): register the async def function itself, or mark the wrapper with "
+                "functools.wraps"
+            )
     except BaseException as exc:  # SystemExit too: the run must end, whatever it raised
         error = exc
     finish(error)

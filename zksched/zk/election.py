@@ -36,6 +36,7 @@ import json
 import logging
 import re
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -152,8 +153,17 @@ class LeaderElection:
                 self._listeners.remove(callback)
 
     def wait_for_leadership(self, timeout: float | None = None) -> bool:
+        """Wait until we lead (True), `timeout` passes or `stop()` is called (False)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         with self._cv:
-            return self._cv.wait_for(lambda: self.is_leader, timeout)
+            while not self._stopping.is_set():
+                if self.is_leader:
+                    return True
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._cv.wait(remaining)
+            return False
 
     def leader_id(self) -> str | None:
         """The member id the current leader wrote in its node (bounded reads); None when

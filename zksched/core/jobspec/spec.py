@@ -191,6 +191,14 @@ class JobSpec:
         """First 16 hex digits of the SHA-256 of canonical_json(self)."""
         return hashlib.sha256(canonical_json(self)).hexdigest()[:16]
 
+    @cached_property
+    def definition_hash(self) -> str:
+        """`content_hash` with `paused` left out (as if not paused): what an app member
+        advertises for a function job it registered, so that `zksched jobs pause` and
+        `resume` do not change who may run the job."""
+        unpaused = dataclasses.replace(self, paused=False) if self.paused else self
+        return unpaused.content_hash
+
     def to_record(self) -> dict[str, Any]:
         """The canonical JSON-able form (plain dicts, lists, strings, ints, bools, null)."""
         record: dict[str, Any] = {
