@@ -129,3 +129,26 @@ def test_a_sigkilled_leader_is_replaced_within_the_session_timeout_plus_a_second
         took = successor[2] - killed_at
         print(f"SIGKILLed leader (token {token}) replaced after {took:.2f}s")
         assert took <= SESSION + 1.0, f"a new leader after {took:.2f}s"
+
+
+def test_claims_keep_as_much_history_as_the_job_of_that_name_asks_for(
+    zk: str, client_id: str
+) -> None:
+    app = Cluster(zk, client_id, member_id="keeper", session_timeout=SESSION)
+    app.add_job(lambda fire: None, "@yearly", name="reindex", history=60)
+    app.start()
+    try:
+        base = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
+        for i in range(80):
+            claim = app.claim("reindex", datetime.fromtimestamp(base + 60 * i, UTC))
+            assert claim is not None
+            app.finish(claim)
+        client = make_client(ZkSettings(hosts=zk))
+        client.start(10)
+        try:
+            kept = FireClaims(client, ClusterPaths(client_id), 5).instants("reindex")
+        finally:
+            close_quietly(client)
+    finally:
+        app.stop()
+    assert 60 <= len(kept) < 80  # pruned to the job's history (60), not the default 20

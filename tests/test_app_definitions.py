@@ -187,3 +187,22 @@ def test_jobs_apply_prune_keeps_function_jobs() -> None:
     current = {"fn": _stored(function), "old": _stored(command)}
     plan = plan_apply(current, {}, prune=True, now="2026-12-03T00:00:00Z")
     assert plan.deleted == ["old"] and plan.kept == ["fn"] and "fn" in plan.table
+
+
+def test_a_function_job_in_the_cluster_is_never_replaced_by_a_job_file() -> None:
+    function = JobSpec("fn", "* * * * *", (), kind="function")
+    command = JobSpec("fn", "* * * * *", ("/bin/true",))
+    plan = plan_apply({"fn": _stored(function)}, {"fn": command}, False, "2026-12-03T00:00:00Z")
+    assert plan.refused == ["fn"] and not plan.changes
+    assert plan.table["fn"].record == function.to_record()
+
+
+def test_an_app_registers_at_most_max_functions() -> None:
+    from zksched.core.owners import MAX_FUNCTIONS
+
+    c = cluster()
+    for i in range(MAX_FUNCTIONS):
+        c.add_job(nightly, "@hourly", name=f"j{i}")
+    with pytest.raises(JobDefinitionError, match="at most 2,000"):
+        c.add_job(nightly, "@hourly", name="one-more")
+    assert len(c.jobs) == MAX_FUNCTIONS

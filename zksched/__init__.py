@@ -22,16 +22,17 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from zksched.app.cluster import Cluster, ClusterUnavailable, JobConflictError, LeaderTerm
+    from zksched.app.cluster import Cluster, LeaderTerm
     from zksched.app.definitions import JobDefinitionError
+    from zksched.app.registration import ClusterUnavailable, JobConflictError
     from zksched.runtime.coordination import AppClaim
     from zksched.runtime.functions import Fire
     from zksched.zk.applocks import AppLock, LockNotAcquired
 
 _PUBLIC = {
     "Cluster": "zksched.app.cluster",
-    "ClusterUnavailable": "zksched.app.cluster",
-    "JobConflictError": "zksched.app.cluster",
+    "ClusterUnavailable": "zksched.app.registration",
+    "JobConflictError": "zksched.app.registration",
     "JobDefinitionError": "zksched.app.definitions",
     "Fire": "zksched.runtime.functions",
     "LeaderTerm": "zksched.app.cluster",

@@ -32,18 +32,18 @@ from typing import Any, Literal, TypeVar
 from kazoo.protocol.states import KazooState
 
 from zksched.app.definitions import JobDefinitionError, function_job_spec
+from zksched.app.registration import (
+    register_function_jobs,
+)
 from zksched.core.jobspec import JobSpec
-from zksched.core.jobtable import plan_register
 from zksched.core.names import name_problem, parse_label
+from zksched.core.owners import MAX_FUNCTIONS
 from zksched.runtime.coordination import AppClaim, Coordinator, Status
 from zksched.runtime.daemon import Daemon, DaemonConfig
 from zksched.runtime.functions import JobFunction
-from zksched.zk.aclcheck import open_nodes, refusal
 from zksched.zk.applocks import AppLock
-from zksched.zk.connection import ZkSettings, close_quietly, make_client
+from zksched.zk.connection import ZkSettings
 from zksched.zk.election import LeaderElection
-from zksched.zk.jobstore import ConcurrentChange, JobStore, now_utc
-from zksched.zk.paths import ClusterPaths
 
 log = logging.getLogger("zksched.app")
 
@@ -59,29 +59,12 @@ def _process_member_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}" + ("" if n == 1 else f"-{n}")
 
 
-class JobConflictError(RuntimeError):
-    """A function job registered here differs from the job table's; nothing was changed."""
-
-    def __init__(self, conflicts: Mapping[str, str]) -> None:
-        self.conflicts = dict(conflicts)
-        said = "; ".join(f"job {name!r}: {why}" for name, why in sorted(conflicts.items()))
-        super().__init__(
-            f"{said}. The job table's definition stands; start this process with "
-            "Cluster(..., replace=True) to make its definition the table's (a deploy), or "
-            "register the same options"
-        )
-
-
 @dataclass(frozen=True)
 class LeaderTerm:
     """One term of this member's leadership (`Cluster.leader()`)."""
 
     token: int  # the term's fencing token: larger than every earlier term's
     lost: threading.Event  # set once leadership is lost (stop work, do not write)
-
-
-class ClusterUnavailable(RuntimeError):
-    """ZooKeeper could not be reached in time to register this app's jobs."""
 
 
 class Cluster:
@@ -164,6 +147,11 @@ class Cluster:
             raise JobDefinitionError(f"{function!r} is not callable; nothing was registered")
         spec = function_job_spec(function, name, schedule, options)
         with self._lock:
+            if len(self._jobs) >= MAX_FUNCTIONS:
+                raise JobDefinitionError(
+                    f"job {spec.name!r}: an app registers at most {MAX_FUNCTIONS:,} function "
+                    "jobs (its member record lists them all); nothing was registered"
+                )
             if self._daemon is not None:
                 raise JobDefinitionError(
                     f"job {spec.name!r}: register function jobs before start(); "
@@ -194,7 +182,8 @@ class Cluster:
                 return
             if self._stopped:
                 raise RuntimeError("a stopped Cluster cannot start again; make a new one")
-            self._register(timeout)
+            specs = {name: spec for name, (spec, _) in self._jobs.items()}
+            register_function_jobs(self._settings, self.client_id, specs, self._replace, timeout)
             # the pid of the process that starts it: workers forked from one master (gunicorn
             # --preload) must never share a member id (they would count as one member)
             self.member_id = self._given_member_id or _process_member_id()
@@ -204,7 +193,11 @@ class Cluster:
             self._started_pid = os.getpid()
             call_timeout = max(1.0, self._settings.session_timeout / 3)
             self._coordinator = Coordinator(
-                self._daemon.client, self._daemon.paths, self.member_id, call_timeout
+                self._daemon.client,
+                self._daemon.paths,
+                self.member_id,
+                call_timeout,
+                history_of=self._table_history,
             )
             self._election = self._coordinator.leader_election()
             for listener in self._leader_listeners:
@@ -214,47 +207,6 @@ class Cluster:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and not daemon.status.readiness().ok:
             time.sleep(0.05)
-
-    def _register(self, timeout: float) -> None:
-        """The table's side of start(): one compare-and-set of the job table, retried."""
-        client = make_client(self._settings)
-        try:
-            try:
-                client.start(timeout=timeout)
-            except Exception as exc:
-                raise ClusterUnavailable(
-                    f"cannot reach ZooKeeper at {self._settings.hosts} within {timeout:g}s "
-                    f"to register jobs: {exc}"
-                ) from None
-            paths = ClusterPaths(self.client_id)
-            credential = self._settings.credential
-            if credential is not None:  # nodes others may change: refused, as `zksched run` does
-                problems = open_nodes(client, paths, credential, max(1.0, timeout / 3))
-                if problems:
-                    raise PermissionError(refusal(problems, credential[0]))
-            store = JobStore(client, paths, max(1.0, timeout / 3))
-            specs = {name: spec for name, (spec, _) in self._jobs.items()}
-            for _attempt in range(10):
-                root, current = store.read_table()
-                plan = plan_register(current, specs, self._replace, now_utc())
-                if plan.conflicts:
-                    raise JobConflictError(plan.conflicts)
-                if not plan.created and not plan.replaced:
-                    return
-                try:
-                    store.commit(root, plan.table)
-                except ConcurrentChange:
-                    continue
-                for name in plan.created:
-                    log.info("registered function job %s", name, extra={"job": name})
-                for name in plan.replaced:
-                    log.warning(
-                        "replaced function job %s (replace=True)", name, extra={"job": name}
-                    )
-                return
-            raise ClusterUnavailable("the job table kept changing; nothing was registered")
-        finally:
-            close_quietly(client)
 
     def stop(self) -> None:
         """Leave the cluster: the others take this member's jobs at once; runs under way
@@ -370,10 +322,20 @@ class Cluster:
             if election is None:
                 self._leader_listeners.append(callback)
                 return
-        election.add_listener(callback)
+        told: list[tuple[bool, int | None]] = []  # what this callback heard last
+        mutex = threading.Lock()
+
+        def once(leading: bool, token: int | None) -> None:
+            with mutex:  # the worker may publish the same term while we tell it here
+                if told and told[-1] == (leading, token):
+                    return
+                told[:] = [(leading, token)]
+            callback(leading, token)
+
+        election.add_listener(once)
         token = election.term
         if election.is_leader and token is not None:
-            callback(True, token)
+            once(True, token)
 
     @contextmanager
     def leader(self, timeout: float | None = None) -> Iterator[LeaderTerm]:
@@ -399,6 +361,12 @@ class Cluster:
             yield term
         finally:
             election.remove_listener(listener)
+
+    def _table_history(self, name: str) -> int | None:
+        """The job table's `history` of `name`, when it is a job there."""
+        daemon = self._daemon
+        entry = None if daemon is None else daemon.jobs.snapshot.entries.get(name)
+        return None if entry is None or entry.spec is None else entry.spec.history
 
     def _require_coordinator(self) -> Coordinator:
         coordinator = self._coordinator

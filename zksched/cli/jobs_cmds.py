@@ -165,6 +165,14 @@ def apply(ctx: CliContext, file: str, prune: bool, dry_run: bool, as_json: bool)
         for _attempt in range(10):
             root, current = _table_to_replace(store, file)
             plan = plan_apply(current, desired, prune, now_utc())
+            if plan.refused:
+                names = ", ".join(plan.refused)
+                raise CliFailure(
+                    f"{file}: {names}: a function job of that name is in the cluster (apps "
+                    "register it); rename the job in the file, or `zksched jobs delete` the "
+                    "function job first. Nothing was changed",
+                    EXIT_INVALID,
+                )
             if dry_run or not plan.changes:
                 break
             try:

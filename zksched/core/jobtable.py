@@ -70,6 +70,8 @@ class ApplyPlan:
     deleted: list[str] = field(default_factory=list)
     # in the cluster, not in the file: no --prune, or a function job (the apps' to delete)
     kept: list[str] = field(default_factory=list)
+    # in the file, and a function job in the cluster: never replaced by a command job
+    refused: list[str] = field(default_factory=list)
     table: dict[str, StoredJob] = field(default_factory=dict)  # the table after the apply
 
     @property
@@ -94,6 +96,10 @@ def plan_apply(
     for name in sorted(desired):
         record = desired[name].to_record()
         old = current.get(name)
+        if old is not None and is_function_job(old):
+            plan.refused.append(name)  # the apps that registered it would lose it silently
+            plan.table[name] = old
+            continue
         if old is None:
             plan.created.append(name)
             plan.table[name] = StoredJob(name, record, now)

@@ -38,7 +38,7 @@ _EMPTY: Mapping[str, str] = MappingProxyType({})
 _OwnerKey = tuple[
     str, frozenset[tuple[str, str]], str | None, frozenset[str], tuple[str, str] | None, bool
 ]
-MAX_FUNCTIONS = 10_000  # function jobs one app member may register
+MAX_FUNCTIONS = 2_000  # function jobs one app member may register (its record < 1 MB)
 
 
 @lru_cache(maxsize=256)
@@ -334,7 +334,9 @@ def _functions_of(value: object) -> dict[str, str] | None:
     if value is None:
         return None
     if not isinstance(value, dict) or len(value) > MAX_FUNCTIONS:
-        raise MemberRecordError("member record functions is not a table of at most 10,000 jobs")
+        raise MemberRecordError(
+            f"member record functions is not a table of at most {MAX_FUNCTIONS:,} jobs"
+        )
     for name, digest in value.items():
         if name_problem(name, "job name") is not None or not (
             isinstance(digest, str) and len(digest) == 16 and digest.isalnum()

@@ -27,6 +27,7 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
@@ -102,9 +103,14 @@ class Coordinator:
         call_timeout: float = 3.0,
         history: int = 20,
         clock: Clock | None = None,
+        history_of: Callable[[str], int | None] | None = None,
     ) -> None:
+        """`history`: records kept per claimed name; `history_of(name)`: the job table's
+        `history` for a name that is a job there (None: not a job), which then wins, so
+        that claims never cut a job's history short."""
         if history < 1:
             raise ValueError(f"history must be at least 1, not {history}")
+        self._history_of = history_of
         self._client = client
         self._paths = paths
         self.member_id = member_id
@@ -200,12 +206,15 @@ class Coordinator:
 
     def _prune(self, name: str) -> None:
         """Keep `history` records (and every record of the last PRUNE_MIN_AGE seconds)."""
+        keep = self._history
+        if self._history_of is not None:
+            keep = self._history_of(name) or keep
         try:
             instants = self.claims.instants(name)
-            if len(instants) <= self._history + PRUNE_SLACK:
+            if len(instants) <= keep + PRUNE_SLACK:
                 return
             young = format_utc(datetime.fromtimestamp(self._clock.now() - PRUNE_MIN_AGE, UTC))
-            victims = [i for i in instants[: len(instants) - self._history] if i < young]
+            victims = [i for i in instants[: len(instants) - keep] if i < young]
             if len(victims) > PRUNE_SLACK:
                 self.claims.prune(name, victims)
         except ZK_ERRORS as exc:

@@ -1,0 +1,86 @@
+"""An app's side of the job table: its function jobs go in at `Cluster.start()`.
+
+The table wins (docs/library.md): a job there whose definition differs is a conflict, unless
+the app was made with `replace=True`; the whole change is one compare-and-set of the table,
+retried when another writer got there first, made on a short session of its own before the
+member joins. With `auth`, nodes others may change are refused first, as `zksched run`
+refuses them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from zksched.core.jobspec import JobSpec
+from zksched.core.jobtable import plan_register
+from zksched.zk.aclcheck import open_nodes, refusal
+from zksched.zk.connection import ZkSettings, close_quietly, make_client
+from zksched.zk.jobstore import ConcurrentChange, JobStore, now_utc
+from zksched.zk.paths import ClusterPaths
+
+log = logging.getLogger("zksched.app")
+
+
+class JobConflictError(RuntimeError):
+    """A function job registered here differs from the job table's; nothing was changed."""
+
+    def __init__(self, conflicts: Mapping[str, str]) -> None:
+        self.conflicts = dict(conflicts)
+        said = "; ".join(f"job {name!r}: {why}" for name, why in sorted(conflicts.items()))
+        super().__init__(
+            f"{said}. The job table's definition stands; start this process with "
+            "Cluster(..., replace=True) to make its definition the table's (a deploy), or "
+            "register the same options"
+        )
+
+
+class ClusterUnavailable(RuntimeError):
+    """ZooKeeper could not be reached in time to register this app's jobs."""
+
+
+def register_function_jobs(
+    settings: ZkSettings,
+    client_id: str,
+    specs: Mapping[str, JobSpec],
+    replace: bool,
+    timeout: float,
+) -> None:
+    """Put `specs` in cluster `client_id`'s job table (JobConflictError, PermissionError or
+    ClusterUnavailable, and nothing changed, when they cannot go in)."""
+    client = make_client(settings)
+    call_timeout = max(1.0, timeout / 3)
+    try:
+        try:
+            client.start(timeout=timeout)
+        except Exception as exc:
+            raise ClusterUnavailable(
+                f"cannot reach ZooKeeper at {settings.hosts} within {timeout:g}s "
+                f"to register jobs: {exc}"
+            ) from None
+        paths = ClusterPaths(client_id)
+        credential = settings.credential
+        if credential is not None:  # nodes others may change: refused, as `zksched run` does
+            problems = open_nodes(client, paths, credential, call_timeout)
+            if problems:
+                raise PermissionError(refusal(problems, credential[0]))
+        store = JobStore(client, paths, call_timeout)
+        for _attempt in range(10):
+            root, current = store.read_table()
+            plan = plan_register(current, specs, replace, now_utc())
+            if plan.conflicts:
+                raise JobConflictError(plan.conflicts)
+            if not plan.created and not plan.replaced:
+                return
+            try:
+                store.commit(root, plan.table)
+            except ConcurrentChange:
+                continue
+            for name in plan.created:
+                log.info("registered function job %s", name, extra={"job": name})
+            for name in plan.replaced:
+                log.warning("replaced function job %s (replace=True)", name, extra={"job": name})
+            return
+        raise ClusterUnavailable("the job table kept changing; nothing was registered")
+    finally:
+        close_quietly(client)
