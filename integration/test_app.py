@@ -145,6 +145,11 @@ def test_apps_and_daemons_share_a_cluster_each_running_its_own_kind(
     # `jobs apply --prune` of a file without the function job leaves it
     done = run_cli(zk, client_id, "jobs", "apply", "--prune", str(jobfile))
     assert done.returncode == 0 and "kept      fn (a function job" in done.stdout
+    # a job file naming the function job would take it from the apps: refused
+    clash = tmp_path / "clash.toml"
+    clash.write_text('[jobs.fn]\nschedule = "@hourly"\ncommand = ["/bin/true"]\n')
+    refused = run_cli(zk, client_id, "jobs", "apply", str(clash))
+    assert refused.returncode == 2 and "a function job of that name" in refused.stderr
     # the daemon's stop leaves the command job without an owner, never to the app
     daemon.terminate()
     listed = run_cli(zk, client_id, "jobs", "list", "--json")
