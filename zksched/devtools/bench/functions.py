@@ -2,8 +2,9 @@
 run with what they are judged against.
 
 - fire delay (instant -> the function's first line) of N every-second function jobs on 3 app
-  processes, against the same N no-op jobs in one APScheduler 3 `BackgroundScheduler` (no
-  process spawn on either side, no coordination on APScheduler's);
+  processes (N = 20, the issue's app, and 100), against the same N no-op jobs in one
+  APScheduler 3 `BackgroundScheduler` (no process spawn on either side, no coordination on
+  APScheduler's);
 - ZooKeeper requests per fire of function jobs (3 `Cluster`s in this process) against the
   daemon's (3 `Daemon`s running `true`), counted in the clients as `zk-requests` does;
 - sustained throughput: every-second function jobs on 3 app processes of this box, stepped
@@ -44,7 +45,9 @@ APPS = 3
 
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--jobs", type=at_least(1), metavar="N", help="delay: jobs (100)")
+    parser.add_argument(
+        "--jobs", type=at_least(1), nargs="+", metavar="N", help="delay: job counts (20 100)"
+    )
     parser.add_argument("--seconds", type=at_least(1), metavar="S", help="window (20)")
     parser.add_argument(
         "--steps", type=at_least(1), nargs="+", metavar="N", help="throughput steps (jobs)"
@@ -132,8 +135,8 @@ def measure_apps(zk: str, workdir: Path, jobs: int, seconds: int) -> Result:
 
 def requests_per_fire(zk: str, workdir: Path, jobs: int, seconds: int) -> Result:
     """ZooKeeper requests per fire: 3 daemons running `true` vs 3 app members (both in this
-    process), the same jobs and window. The daemons' idle traffic (watchdog and clock probes,
-    no job) is measured first and subtracted from both: app members run the same code."""
+    process), the same jobs and window, each net of its own idle traffic (members without
+    jobs: the contact watchdog and clock probes; for apps also the leader election)."""
     from zksched import Cluster
 
     def window(counter: RequestCounter, fired: Callable[[], int]) -> tuple[int, int]:
@@ -167,6 +170,24 @@ def requests_per_fire(zk: str, workdir: Path, jobs: int, seconds: int) -> Result
         with lock:
             app_fires.append(1)
 
+    # the apps' own idle traffic (the daemons' plus the leader election's checks): members
+    # with no job at all, in a cluster of their own
+    client_id = f"zi-{uuid.uuid4().hex[:8]}"
+    idle_apps = [
+        Cluster(zk, client_id, member_id=f"idle-{i}", session_timeout=4.0) for i in range(APPS)
+    ]
+    try:
+        for c in idle_apps:
+            c.start()
+        counter = RequestCounter()
+        for c in idle_apps:
+            counter.attach(c._require_daemon().client)
+        time.sleep(1)
+        app_idle, _ = window(counter, lambda: 0)
+    finally:
+        for c in idle_apps:
+            c.stop()
+
     client_id = f"za-{uuid.uuid4().hex[:8]}"
     clusters = [
         Cluster(zk, client_id, member_id=f"app-{i}", session_timeout=4.0) for i in range(APPS)
@@ -185,8 +206,13 @@ def requests_per_fire(zk: str, workdir: Path, jobs: int, seconds: int) -> Result
     finally:
         for c in clusters:
             c.stop()
-    app = round(max(0, total - idle) / max(fires, 1), 3)
-    return {"idle_requests": idle, "daemon_per_fire": daemon, "app_per_fire": app}
+    app = round(max(0, total - app_idle) / max(fires, 1), 3)
+    return {
+        "idle_requests": idle,
+        "app_idle_requests": app_idle,
+        "daemon_per_fire": daemon,
+        "app_per_fire": app,
+    }
 
 
 @benchmark(
@@ -195,39 +221,50 @@ def requests_per_fire(zk: str, workdir: Path, jobs: int, seconds: int) -> Result
     arguments=_arguments,
 )
 def bench_functions(ctx: BenchContext) -> Result:
-    jobs = ctx.args.jobs or (10 if ctx.quick else 100)
+    sizes: list[int] = ctx.args.jobs or ([5] if ctx.quick else [20, 100])
     seconds = ctx.args.seconds or (3 if ctx.quick else 20)
     steps = ctx.args.steps or ([20] if ctx.quick else [250, 500, 1000, 2000])
+    delays = []
     with tempfile.TemporaryDirectory(prefix="zksched-bench-") as tmp:
         workdir = Path(tmp)
         with own_zookeeper(workdir) as zk:
-            progress(f"functions: {jobs} every-second function jobs on {APPS} apps")
-            ours = measure_apps(zk, workdir, jobs, seconds)
-            progress(f"functions: the same {jobs} jobs in APScheduler 3")
-            theirs = measure_apscheduler_functions(jobs, seconds)
+            for jobs in sizes:
+                progress(f"functions: {jobs} every-second function jobs on {APPS} apps")
+                ours = measure_apps(zk, workdir, jobs, seconds)
+                progress(f"functions: the same {jobs} jobs in APScheduler 3")
+                theirs = measure_apscheduler_functions(jobs, seconds)
+                margin = ours["delay_ms"]["p99"] - theirs["delay_ms"]["p99"]
+                delays.append(
+                    {
+                        "jobs": jobs,
+                        "zksched": ours,
+                        "apscheduler": theirs,
+                        "p99_margin_ms": round(margin, 1),
+                    }
+                )
             progress("functions: ZooKeeper requests per fire, daemons and apps")
-            requests = requests_per_fire(zk, workdir, min(jobs, 30), min(seconds, 10))
+            requests = requests_per_fire(zk, workdir, min(sizes[0], 30), min(seconds, 10))
             throughput = []
             for step in steps:
                 progress(f"functions: throughput, {step} every-second jobs on {APPS} apps")
                 throughput.append(measure_apps(zk, workdir, step, seconds))
-    margin = ours["delay_ms"]["p99"] - theirs["delay_ms"]["p99"]
-    print(
-        markdown_table(
-            ["scheduler", "fires", "p50 ms", "p95 ms", "p99 ms", "max ms"],
-            [
-                ms_row(f"zksched function jobs ({APPS} apps)", ours["delay_ms"]),
-                ms_row("APScheduler 3 (one process)", theirs["delay_ms"]),
-            ],
+    rows = []
+    for d in delays:
+        rows.append(ms_row(f"{d['jobs']} jobs: zksched ({APPS} apps)", d["zksched"]["delay_ms"]))
+        rows.append(ms_row(f"{d['jobs']} jobs: APScheduler 3", d["apscheduler"]["delay_ms"]))
+    print(markdown_table(["scheduler", "fires", "p50 ms", "p95 ms", "p99 ms", "max ms"], rows))
+    for d in delays:
+        z = d["zksched"]
+        print(
+            f"\n{d['jobs']} jobs: p99 zksched - APScheduler = {d['p99_margin_ms']:+.1f} ms "
+            f"(bound: +15 ms); zksched lost {z['lost']} doubled {z['doubled']} of {z['expected']}"
         )
-    )
-    print(
-        f"\np99 zksched - APScheduler = {margin:+.1f} ms (bound: +15 ms); zksched lost "
-        f"{ours['lost']} doubled {ours['doubled']} of {ours['expected']}"
-    )
+    window = min(seconds, 10) * APPS
     print(
         f"\nZooKeeper requests per fire (net of idle traffic): daemons "
-        f"{requests['daemon_per_fire']:.2f}, apps {requests['app_per_fire']:.2f}\n"
+        f"{requests['daemon_per_fire']:.2f}, apps {requests['app_per_fire']:.2f}; idle "
+        f"traffic per member and second: daemons {requests['idle_requests'] / window:.2f}, "
+        f"apps {requests['app_idle_requests'] / window:.2f}\n"
     )
     print(
         markdown_table(
@@ -247,11 +284,8 @@ def bench_functions(ctx: BenchContext) -> Result:
     )
     return {
         "apps": APPS,
-        "jobs": jobs,
         "seconds": seconds,
-        "zksched": ours,
-        "apscheduler": theirs,
-        "p99_margin_ms": round(margin, 1),
+        "delay": delays,
         "requests": requests,
         "throughput": throughput,
     }
