@@ -156,3 +156,26 @@ def test_apps_and_daemons_share_a_cluster_each_running_its_own_kind(
     rows = {r["name"]: r for r in json.loads(listed.stdout)}
     assert rows["cmd"]["owner"] is None and rows["fn"]["owner"] == "app"
     assert rows["fn"]["kind"] == "function"
+
+
+def test_an_app_serves_metrics_probes_and_the_status_page(
+    apps: Callable[..., Cluster], zk: str, client_id: str
+) -> None:
+    import urllib.request
+
+    calls: list[str] = []
+    app = apps(member_id="served", http="127.0.0.1:0")
+    app.add_job(lambda fire: calls.append(fire.key), "* * * * * *", name="shown", overlap="allow")
+    app.start()
+    wait_until(lambda: len(calls) >= 2, 20)
+    http = app._require_daemon().http
+    assert http is not None
+
+    def get(path: str) -> tuple[int, str]:
+        with urllib.request.urlopen(http.url + path, timeout=10) as answer:
+            return answer.status, answer.read().decode()
+
+    assert get("/readyz")[0] == 200
+    wait_until(lambda: 'job="shown"' in get("/metrics")[1], 20, what="the job in /metrics")
+    status, page = get("/")
+    assert status == 200 and "shown" in page
