@@ -179,3 +179,44 @@ def test_an_app_serves_metrics_probes_and_the_status_page(
     wait_until(lambda: 'job="shown"' in get("/metrics")[1], 20, what="the job in /metrics")
     status, page = get("/")
     assert status == 200 and "shown" in page
+
+
+def test_a_session_loss_tells_the_running_function_to_stop_and_history_says_so(
+    apps: Callable[..., Cluster], proxy_to: Callable[..., object], zk: str, client_id: str
+) -> None:
+    """Python threads cannot be killed: when the member's session may be gone, the run's
+    `fire.cancelled` is set; the run ends when the function returns, recorded `terminated`."""
+    from zksched.devtools.faultproxy import BLACKHOLE, PASS, FaultProxy
+
+    proxy = proxy_to()
+    assert isinstance(proxy, FaultProxy)
+    started, told = threading.Event(), threading.Event()
+    keys: list[str] = []
+
+    def long_report(fire: Fire) -> None:
+        keys.append(fire.key)
+        started.set()
+        if fire.cancelled.wait(60):
+            told.set()
+
+    app = Cluster(proxy.address, client_id, member_id="cut-off", session_timeout=3.0)
+    app.add_job(long_report, "* * * * * *", name="long_report")
+    try:
+        app.start()
+        assert started.wait(20), "the function never started"
+        proxy.set_mode(BLACKHOLE)  # no word from ZooKeeper: the session may be gone
+        assert told.wait(15), "fire.cancelled was never set"
+        proxy.set_mode(PASS)
+
+        def recorded() -> dict[str, object] | None:
+            rows = history(zk, client_id, "long_report")
+            return next(
+                (r for r in rows if r["fire_key"] == keys[0] and r["state"] != "running"), None
+            )
+
+        row = wait_until(recorded, 30, what="the cut-off run's record")
+    finally:
+        proxy.set_mode(PASS)
+        app.stop()
+    assert row["state"] == "terminated", row
+    assert "fire.cancelled" in str(row["error"]), row
