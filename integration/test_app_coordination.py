@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
@@ -152,3 +152,43 @@ def test_claims_keep_as_much_history_as_the_job_of_that_name_asks_for(
     finally:
         app.stop()
     assert 60 <= len(kept) < 80  # pruned to the job's history (60), not the default 20
+
+
+def test_a_leader_cut_off_stops_leading_even_while_kazoo_believes_it_is_connected(
+    zk: str, client_id: str, proxy_to: Callable[..., object]
+) -> None:
+    """Steady requests keep kazoo from pinging, so it may not notice a silent connection for
+    a long time; the member's contact watchdog does and gives the connection up (kazoo then
+    suspends), and leadership ends with it, within the session timeout."""
+    import threading
+
+    from zksched.devtools.faultproxy import BLACKHOLE, PASS, FaultProxy
+
+    proxy = proxy_to()
+    assert isinstance(proxy, FaultProxy)
+    heard: list[tuple[bool, int | None]] = []
+    app = Cluster(proxy.address, client_id, member_id="lonely", session_timeout=SESSION)
+    app.on_leader_change(lambda leading, token: heard.append((leading, token)))
+    app.start()
+    stop = threading.Event()
+    try:
+        wait_until(app.is_leader, 20, what="the only candidate leads")
+        client = app._require_daemon().client
+
+        def chatter() -> None:
+            while not stop.wait(0.05):
+                if client.connected:
+                    client.exists_async("/")
+
+        threading.Thread(target=chatter, daemon=True).start()
+        proxy.set_mode(BLACKHOLE)
+        cut = time.monotonic()
+        wait_until(lambda: not app.is_leader(), SESSION, what="leadership ends with contact")
+        assert time.monotonic() - cut < SESSION
+        wait_until(lambda: heard[-1] == (False, None), 5, what="the listener told")
+        proxy.set_mode(PASS)
+        wait_until(app.is_leader, 30, what="leading again once back")
+    finally:
+        stop.set()
+        proxy.set_mode(PASS)
+        app.stop()
