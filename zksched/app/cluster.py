@@ -202,6 +202,9 @@ class Cluster:
             self._election = self._coordinator.leader_election()
             for listener in self._leader_listeners:
                 self._election.add_listener(listener)
+            # leadership ends when the member's contact watchdog says contact is lost
+            election = self._election
+            self._daemon.cluster.add_view_listener(lambda view: election.contact(view.connected))
             self._daemon.start()
             self._election.start()  # a candidate from the start: one ephemeral node
         deadline = time.monotonic() + timeout

@@ -84,6 +84,8 @@ class LeaderElection:
         # what the listeners last heard (the state listener clears _leading on its own)
         self._told: tuple[bool, int | None] = (False, None)
         self._listeners: list[Listener] = []
+        # the member's own verdict on its contact with ZooKeeper (`contact()`)
+        self._contact = True
         self._thread: threading.Thread | None = None
         # the worker's own state (only the worker touches it while it runs)
         self._node: str | None = None  # our candidate's name
@@ -133,7 +135,16 @@ class LeaderElection:
 
     @property
     def is_leader(self) -> bool:
-        return self._leading and self._client.state == KazooState.CONNECTED
+        return self._leading and self._contact and self._client.state == KazooState.CONNECTED
+
+    def contact(self, connected: bool) -> None:
+        """The member's contact watchdog's verdict (docs/architecture.md, session states: a
+        member that keeps sending into a partition may never be told SUSPENDED by kazoo):
+        without contact no term is ours; once it is back the worker looks again."""
+        self._contact = connected
+        if not connected:
+            self._leading = False  # at once; the worker tells the listeners
+        self._wake.set()
 
     @property
     def term(self) -> int | None:
@@ -305,7 +316,12 @@ class LeaderElection:
         """Record the outcome; call the listeners (outside our lock) when it changed."""
         # never a term of a session that ended while the worker was evaluating
         session = self._client.client_id[0] if self._client.client_id else None
-        leading = leading and not self._stopping.is_set() and session == self._node_session
+        leading = (
+            leading
+            and self._contact
+            and not self._stopping.is_set()
+            and session == self._node_session
+        )
         token = self._czxid if leading else None
         with self._cv:
             changed = (leading, token) != self._told
