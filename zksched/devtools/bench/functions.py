@@ -170,42 +170,32 @@ def requests_per_fire(zk: str, workdir: Path, jobs: int, seconds: int) -> Result
         with lock:
             app_fires.append(1)
 
-    # the apps' own idle traffic (the daemons' plus the leader election's checks): members
-    # with no job at all, in a cluster of their own
-    client_id = f"zi-{uuid.uuid4().hex[:8]}"
-    idle_apps = [
-        Cluster(zk, client_id, member_id=f"idle-{i}", session_timeout=4.0) for i in range(APPS)
-    ]
-    try:
-        for c in idle_apps:
-            c.start()
-        counter = RequestCounter()
-        for c in idle_apps:
-            counter.attach(c._require_daemon().client)
-        time.sleep(1)
-        app_idle, _ = window(counter, lambda: 0)
-    finally:
-        for c in idle_apps:
-            c.stop()
+    def apps_window(prefix: str, count: int, settle: float) -> tuple[int, int]:
+        """Requests and fires of 3 app members with `count` every-second jobs over one
+        window, `settle` seconds after they started (a cluster id of their own)."""
+        client_id = f"{prefix}-{uuid.uuid4().hex[:8]}"
+        clusters = [
+            Cluster(zk, client_id, member_id=f"app-{i}", session_timeout=4.0) for i in range(APPS)
+        ]
+        for c in clusters:
+            for i in range(count):
+                c.add_job(tick, "* * * * * *", name=f"{prefix}-{i:05d}")
+        try:
+            for c in clusters:
+                c.start()
+            counter = RequestCounter()
+            for c in clusters:
+                counter.attach(c._require_daemon().client)
+            time.sleep(settle)
+            return window(counter, lambda: len(app_fires))
+        finally:
+            for c in clusters:
+                c.stop()
 
-    client_id = f"za-{uuid.uuid4().hex[:8]}"
-    clusters = [
-        Cluster(zk, client_id, member_id=f"app-{i}", session_timeout=4.0) for i in range(APPS)
-    ]
-    for c in clusters:
-        for i in range(jobs):
-            c.add_job(tick, "* * * * * *", name=f"za-{i:05d}")
-    try:
-        for c in clusters:
-            c.start()
-        counter = RequestCounter()
-        for c in clusters:
-            counter.attach(c._require_daemon().client)
-        time.sleep(4)
-        total, fires = window(counter, lambda: len(app_fires))
-    finally:
-        for c in clusters:
-            c.stop()
+    # the apps' own idle traffic (the daemons' plus the leader election's checks): members
+    # without jobs
+    app_idle, _ = apps_window("zi", 0, 1.0)
+    total, fires = apps_window("za", jobs, 4.0)  # 4 s: takeover, first fires, history reads
     app = round(max(0, total - app_idle) / max(fires, 1), 3)
     return {
         "idle_requests": idle,
