@@ -199,14 +199,13 @@ class Cluster:
                 call_timeout,
                 history_of=self._table_history,
             )
-            self._election = self._coordinator.leader_election()
+            self._election = election = self._coordinator.leader_election()
             for listener in self._leader_listeners:
-                self._election.add_listener(listener)
+                election.add_listener(listener)
             # leadership ends when the member's contact watchdog says contact is lost
-            election = self._election
-            self._daemon.cluster.add_view_listener(lambda view: election.contact(view.connected))
-            self._daemon.start()
-            self._election.start()  # a candidate from the start: one ephemeral node
+            daemon.cluster.add_view_listener(lambda view: election.contact(view.connected))
+            daemon.start()
+            election.start()  # a candidate from the start: one ephemeral node
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and not daemon.status.readiness().ok:
             time.sleep(0.05)
@@ -218,9 +217,12 @@ class Cluster:
         with self._lock:
             daemon, self._daemon = self._daemon, None
             election, self._election = self._election, None
+            coordinator, self._coordinator = self._coordinator, None
             self._stopped = True
             if self._forked():
                 return  # the member is the parent's: a child's copy only lets go of it
+        if coordinator is not None:
+            coordinator.close()
         if election is not None:
             election.stop()  # the next candidate leads at once
         if daemon is not None:

@@ -125,6 +125,7 @@ class Coordinator:
         self._unsettled: list[FireRecord] = []
         self._unwritten: list[tuple[Claimed, FireRecord]] = []
         self._settler: threading.Thread | None = None
+        self._closed = threading.Event()
 
     # -- claims ---------------------------------------------------------------------------
 
@@ -244,8 +245,13 @@ class Coordinator:
         with self._mutex:
             return len(self._unsettled) + len(self._unwritten)
 
+    def close(self) -> None:
+        """The member is leaving: the settler stops (a claim still unsettled then stays
+        `running` under a session that ends: `abandoned`, never run)."""
+        self._closed.set()
+
     def _settle_loop(self) -> None:
-        while True:
+        while not self._closed.is_set():
             # work on copies; what is done leaves the lists afterwards, so that `pending`
             # counts a record until it is settled
             with self._mutex:
@@ -259,7 +265,9 @@ class Coordinator:
                 with self._mutex:
                     self._unsettled = [r for r in self._unsettled if r not in settled]
                     self._unwritten = [w for w in self._unwritten if w not in written]
-            time.sleep(SETTLE_STEP)
+            self._closed.wait(SETTLE_STEP)
+        with self._mutex:
+            self._settler = None
 
     def _settle(self, record: FireRecord) -> bool:
         """Close an undecided claim: if it landed, it is ours and nobody runs it; it is
