@@ -149,10 +149,24 @@ class FireCommands:
                 start.job, m.StartFailed(start.instant, "not started: the daemon is stopping")
             )
             return
-        fire = fire_key(start.job, start.instant)
+        self.runs[key] = run
+
+        def done(result: RunResult) -> None:
+            # reported on the run's completion thread: the core's thread, which every
+            # fire's events pass through, does only what decides or starts something
+            self._report(run, result)
+            self._post(lambda now: self._exited(run, result, now))
+
+        # queued before the run can end: the core sees its start before its exit
+        self._post_event(start.job, m.Started(start.instant))
         if spec.kind == "function":
-            self._call(run, fire)
-            return
+            self._call(run, done)
+        else:
+            self._start_command(run, done)
+
+    def _start_command(self, run: _Run, done: Callable[[RunResult], None]) -> None:
+        start, spec = run.start, run.spec
+        fire = fire_key(start.job, start.instant)
         env = dict(spec.env)
         env.update(
             ZKSCHED_JOB=spec.name,
@@ -171,16 +185,6 @@ class FireCommands:
             cwd=spec.workdir,
             timeout=spec.timeout,
         )
-        self.runs[key] = run
-
-        def done(result: RunResult) -> None:
-            # reported on the runner's completion thread: the core's thread, which every
-            # fire's events pass through, does only what decides or starts something
-            self._report(run, result)
-            self._post(lambda now: self._exited(run, result, now))
-
-        # queued before the command can end: the core sees its start before its exit
-        self._post_event(start.job, m.Started(start.instant))
         with self._launch_mutex:
             self._launching += 1
         try:  # a start waits for the kernel: off the core's thread, a few at a time
@@ -188,25 +192,18 @@ class FireCommands:
         except RuntimeError:  # stopping: started here, as the stop waits for it
             self._launch(run, request, done)
 
-    def _call(self, run: _Run, key: str) -> None:
+    def _call(self, run: _Run, done: Callable[[RunResult], None]) -> None:
         """A function job's start: on the runner's pool (a start here never blocks)."""
         assert self._functions is not None  # _refusal let it through
         start = run.start
         fire = Fire(
             job=start.job,
-            key=key,
+            key=fire_key(start.job, start.instant),
             scheduled=start.instant,
             fencing_token=start.token,
             member_id=self._settings.member_id,
             attempt=start.attempt,
         )
-        self.runs[(start.job, start.instant)] = run
-        self._post_event(start.job, m.Started(start.instant))  # before its exit can be
-
-        def done(result: RunResult) -> None:
-            self._report(run, result)
-            self._post(lambda now: self._exited(run, result, now))
-
         run.command = self._functions.start(fire, run.spec.timeout, done)
         with self._launch_mutex:  # results wait while fires due together start, as for commands
             self._last_launch = time.monotonic()
