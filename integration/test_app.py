@@ -220,3 +220,42 @@ def test_a_session_loss_tells_the_running_function_to_stop_and_history_says_so(
         app.stop()
     assert row["state"] == "terminated", row
     assert "fire.cancelled" in str(row["error"]), row
+
+
+def test_registering_without_zookeeper_or_with_a_lost_reply_says_so_and_start_again_works(
+    zk: str, client_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kazoo.exceptions import ConnectionLoss
+
+    from zksched import ClusterUnavailable
+    from zksched.devtools.zkserver import free_port
+    from zksched.zk.jobstore import JobStore
+
+    nowhere = Cluster(f"127.0.0.1:{free_port()}", client_id, session_timeout=4)
+    nowhere.add_job(lambda fire: None, "@hourly", name="tidy")
+    with pytest.raises(ClusterUnavailable, match=r"cannot reach ZooKeeper at 127\.0\.0\.1:"):
+        nowhere.start(timeout=2)
+    assert not nowhere.running
+
+    commit = JobStore.commit
+    lost: list[bool] = []
+
+    def commit_then_lose_the_reply(self: JobStore, *args: object) -> object:
+        result = commit(self, *args)  # type: ignore[arg-type]
+        if not lost:
+            lost.append(True)
+            raise ConnectionLoss()
+        return result
+
+    monkeypatch.setattr(JobStore, "commit", commit_then_lose_the_reply)
+    app = Cluster(zk, client_id, member_id="again", session_timeout=4)
+    app.add_job(lambda fire: None, "@hourly", name="tidy")
+    with pytest.raises(ClusterUnavailable, match="may or may not be in it yet: start again"):
+        app.start(timeout=10)
+    again = Cluster(zk, client_id, member_id="again", session_timeout=4)
+    again.add_job(lambda fire: None, "@hourly", name="tidy")
+    try:
+        again.start(timeout=20)  # the first commit landed: the table is equal, nothing to do
+        assert again.running and again.jobs["tidy"].schedule == "@hourly"
+    finally:
+        again.stop()

@@ -12,6 +12,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
+from kazoo.exceptions import KazooException
+from kazoo.handlers.threading import KazooTimeoutError
+
 from zksched.core.jobspec import JobSpec
 from zksched.core.jobtable import plan_register
 from zksched.zk.aclcheck import open_nodes, refusal
@@ -66,16 +69,24 @@ def register_function_jobs(
                 raise PermissionError(refusal(problems, credential[0]))
         store = JobStore(client, paths, call_timeout)
         for _attempt in range(10):
-            root, current = store.read_table()
-            plan = plan_register(current, specs, replace, now_utc())
-            if plan.conflicts:
-                raise JobConflictError(plan.conflicts)
-            if not plan.created and not plan.replaced:
-                return
             try:
+                root, current = store.read_table()
+                plan = plan_register(current, specs, replace, now_utc())
+                if plan.conflicts:
+                    raise JobConflictError(plan.conflicts)
+                if not plan.created and not plan.replaced:
+                    return
                 store.commit(root, plan.table)
             except ConcurrentChange:
                 continue
+            except (KazooException, KazooTimeoutError) as exc:
+                # a commit whose reply was lost may have landed: starting again finds the
+                # table equal (nothing to change) or commits then
+                raise ClusterUnavailable(
+                    f"the job table of {client_id} could not be read or written "
+                    f"({type(exc).__name__}); this app's jobs may or may not be in it yet: "
+                    "start again"
+                ) from None
             for name in plan.created:
                 log.info("registered function job %s", name, extra={"job": name})
             for name in plan.replaced:
