@@ -247,6 +247,8 @@ def test_a_lost_create_reply_leaves_no_ghost_that_leads_for_ever(
     # the node that landed is adopted: "a" leads, with one node only
     assert ghostly.wait_for_leadership(15)
     assert not other.is_leader
+    # "b" joins on its own thread: wait for its node, then "a" must have exactly one
+    wait_until(lambda: len(observer.get_children(paths.leader)) >= 2, 10, what="b's node")
     assert len(observer.get_children(paths.leader)) == 2
     ghostly.stop()
     assert other.wait_for_leadership(10)
