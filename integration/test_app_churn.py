@@ -2,7 +2,8 @@
 every-second functions (integration/apps/churn_app.py) while processes are SIGKILLed and
 SIGTERMed and started again. From the functions' own writes: no instant runs twice, and
 every instant of the window ran or is an abandoned claim of a SIGKILLed member (at most
-once: the contract; `catchup = "all"` runs what fell into a failover)."""
+once: the contract; `catchup = "all"` runs what fell into a failover). An abandoned claim
+may have run before the kill: it is never run again."""
 
 from __future__ import annotations
 
@@ -84,11 +85,17 @@ def test_four_apps_with_churn_run_every_instant_at_most_once(
 
     counts = log.counts()
     assert {k: n for k, n in counts.items() if n > 1} == {}, "an instant ran twice"
+    # `abandoned`: the member was SIGKILLed between the claim and the result's record. Its
+    # function may have run meanwhile (in the killed process: nothing stops it, unlike a
+    # command's process group), so an abandoned instant may have run once; never again.
     abandoned = _abandoned(zk, client_id, begin)
-    assert not [k for k in abandoned if counts[k]], "an abandoned instant ran"
     lost = sorted(wanted - set(counts))
     assert set(lost) <= abandoned
-    print(f"{len(wanted)} instants, {len(wanted) - len(lost)} ran, {len(lost)} abandoned")
+    ran_then_abandoned = len(abandoned & set(counts))
+    print(
+        f"{len(wanted)} instants, {len(wanted) - len(lost)} ran, {len(lost)} lost (abandoned "
+        f"before running), {ran_then_abandoned} abandoned after running"
+    )
     # at most one SIGKILL's worth of in-flight claims per killed member: the kills are 4 of 8
     by_member = collections.Counter(k.split("@", 1)[0] for k in lost)
     assert len(lost) <= 4 * len(JOBS), (len(lost), by_member)
