@@ -139,12 +139,17 @@ class DaemonProcess:
 
     def cpu_seconds(self, children: bool = False) -> float:
         """CPU time of the daemon (utime + stime), or of the commands it has reaped."""
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        first = 13 if children else 11  # cutime + cstime, or utime + stime
-        return (int(fields[first]) + int(fields[first + 1])) / CLOCK_TICKS
+        return process_cpu_seconds(self.pid, children)
 
     def rss_mb(self) -> float:
         for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
         return 0.0
+
+
+def process_cpu_seconds(pid: int, children: bool = False) -> float:
+    """CPU time of a process (utime + stime), or of the children it has reaped."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    first = 13 if children else 11  # cutime + cstime, or utime + stime
+    return (int(fields[first]) + int(fields[first + 1])) / CLOCK_TICKS

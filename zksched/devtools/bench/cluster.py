@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from zksched.devtools.daemonproc import DaemonProcess
+from zksched.devtools.daemonproc import DaemonProcess, process_cpu_seconds
 from zksched.devtools.waiting import wait_until
 from zksched.devtools.zkserver import ZkServer
 from zksched.runtime.daemon import DaemonConfig
@@ -32,9 +32,21 @@ def own_zookeeper(workdir: Path) -> Iterator[str]:
     server.start()
     try:
         server.wait_serving(60)
+        if server.process is not None:
+            _SERVER_PIDS[server.connect_string] = server.process.pid
         yield server.connect_string
     finally:
+        _SERVER_PIDS.pop(server.connect_string, None)
         server.stop(kill=True)
+
+
+_SERVER_PIDS: dict[str, int] = {}  # the servers of own_zookeeper, by connect string
+
+
+def zookeeper_cpu_seconds(zk: str) -> float:
+    """CPU time of the benchmark's own ZooKeeper server at `zk` (0 for another server)."""
+    pid = _SERVER_PIDS.get(zk)
+    return 0.0 if pid is None else process_cpu_seconds(pid)
 
 
 def job_table(jobs: Mapping[str, Mapping[str, Any]]) -> str:

@@ -114,7 +114,17 @@ def bench_scale(ctx: BenchContext) -> Result:
         print()
         print(
             markdown_table(
-                ["jobs", "burst", "p50 ms", "p99 ms", "max ms", "floor p99 ms", "p99 / floor"],
+                [
+                    "jobs",
+                    "burst",
+                    "p50 ms",
+                    "p99 ms",
+                    "max ms",
+                    "floor p99 ms",
+                    "p99 / floor",
+                    "CPU s (daemons, commands, ZooKeeper)",
+                    "floor CPU s",
+                ],
                 [
                     [
                         f"{r['jobs']:,}",
@@ -124,6 +134,8 @@ def bench_scale(ctx: BenchContext) -> Result:
                         f"{b['burst_delay_ms']['max']:.0f}",
                         f"{b['floor_ms']['p99']:.0f}",
                         f"{b['p99_to_floor']:.2f}",
+                        ", ".join(f"{v:.2f}" for v in b["burst_cpu_s"].values()),
+                        f"{b['floor_cpu_s']:.2f}",
                     ]
                     for r in rows
                     for i, b in enumerate(r["bursts"])
@@ -197,6 +209,7 @@ def _scale_one(
         "bursts": measured,
         "burst_p99_ms_median": round(statistics.median(p99s), 1),
         "p99_to_floor_median": round(statistics.median(b["p99_to_floor"] for b in measured), 3),
+        "cpu_to_floor_median": round(statistics.median(b["cpu_to_floor"] for b in measured), 3),
     }
     progress(f"scale: {size:,} jobs: {json.dumps(result)}")
     return result

@@ -25,11 +25,11 @@ def bench_spawn_floor(ctx: BenchContext) -> Result:
     pipes), all at the same instant. What a burst's start delays cannot beat here."""
     burst = ctx.args.burst or (200 if ctx.quick else 2000)
     processes = ctx.args.processes or 3
-    stats = spawn_floor(burst, processes)
+    stats, cpu_s = spawn_floor(burst, processes)
     print(
         markdown_table(
-            ["burst", "spawners", "p50 ms", "p95 ms", "p99 ms", "max ms"],
-            [[f"{burst:,}", str(processes), *ms_row("", stats)[2:]]],
+            ["burst", "spawners", "p50 ms", "p95 ms", "p99 ms", "max ms", "CPU s"],
+            [[f"{burst:,}", str(processes), *ms_row("", stats)[2:], f"{cpu_s:.2f}"]],
         )
     )
-    return {"burst": burst, "processes": processes, "start_delay_ms": stats}
+    return {"burst": burst, "processes": processes, "start_delay_ms": stats, "cpu_s": cpu_s}
