@@ -6,6 +6,9 @@ import gc
 import threading
 import weakref
 
+import pytest
+
+from zksched.runtime import gcsteward
 from zksched.runtime.gcsteward import (
     MAX_INTERVAL,
     MIN_INTERVAL,
@@ -55,6 +58,31 @@ def test_a_pass_frees_garbage_cycles_and_freezes_what_survives() -> None:
     finally:
         gc.unfreeze()
         del survivor
+
+
+def test_a_pass_gives_free_heap_back_to_the_system(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[int] = []
+
+    def trim(pad: int) -> int:
+        asked.append(pad)
+        return 1
+
+    monkeypatch.setattr(gcsteward, "_MALLOC_TRIM", trim)
+    try:
+        GcSteward(lambda ahead: True).collect()
+    finally:
+        gc.unfreeze()
+    assert asked == [0]  # keep no free memory at the heap's top
+
+
+def test_without_glibc_a_pass_still_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gcsteward, "_MALLOC_TRIM", None)
+    steward = GcSteward(lambda ahead: True)
+    try:
+        steward.collect()
+    finally:
+        gc.unfreeze()
+    assert steward.passes == 1
 
 
 def test_start_turns_automatic_full_passes_off_and_stop_restores_them() -> None:

@@ -17,11 +17,16 @@ stay automatic and cheap) and runs them itself:
 
 Each pass unfreezes, collects and freezes again: whatever survives a full pass is moved out
 of the collector's sight until the next one (`gc.freeze()`), so even young passes stay
-short, and nothing that became garbage is kept for longer than one interval.
+short, and nothing that became garbage is kept for longer than one interval. Then the C
+library is asked to give free heap back to the system (glibc's `malloc_trim`): a member
+that owned every job while it was alone and then handed most of them over keeps that
+memory otherwise.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import gc
 import logging
 import threading
@@ -87,6 +92,7 @@ class GcSteward:
         gc.unfreeze()
         gc.collect()
         gc.freeze()
+        _give_back_free_heap()
         pause = time.perf_counter() - started
         self._last = self._clock()
         self.passes += 1
@@ -108,3 +114,23 @@ class GcSteward:
                 self.collect()
                 quiet = False
             was_quiet = quiet
+
+
+def _load_malloc_trim() -> Callable[[int], int] | None:
+    """glibc's malloc_trim, or None (another C library, or none to be found)."""
+    name = ctypes.util.find_library("c")
+    try:
+        trim = ctypes.CDLL(name).malloc_trim if name else None
+    except (OSError, AttributeError):
+        return None
+    if trim is not None:
+        trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return trim
+
+
+_MALLOC_TRIM = _load_malloc_trim()
+
+
+def _give_back_free_heap() -> None:
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
