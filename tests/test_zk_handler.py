@@ -7,12 +7,19 @@ import resource
 import socket
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, NoNodeError, SessionExpiredError
 from kazoo.handlers.threading import SequentialThreadingHandler
 
-from zksched.zk.handler import Handshake, PollingHandler, last_reply, poll_select
+from zksched.zk.handler import (
+    Handshake,
+    PollingHandler,
+    last_reply,
+    poll_select,
+    session_timeout_of,
+)
 
 
 def test_readable_once_data_arrives_and_writable_when_buffer_has_room() -> None:
@@ -236,3 +243,15 @@ def test_the_handler_bounds_a_select_on_a_silent_attempt() -> None:
     finally:
         a.close()
         b.close()
+
+
+def test_the_session_timeout_acted_on_is_the_shorter_of_asked_and_granted() -> None:
+    handler = PollingHandler()
+    client = SimpleNamespace(handler=handler)
+    assert session_timeout_of(client, 10.0) == 10.0  # not connected yet: the one asked for
+    handler.granted_timeout = 4.0  # the server's maxSessionTimeout
+    assert session_timeout_of(client, 10.0) == 4.0
+    handler.granted_timeout = 20.0  # its minSessionTimeout: the shorter still
+    assert session_timeout_of(client, 10.0) == 10.0
+    plain = SimpleNamespace(handler=SequentialThreadingHandler())  # kazoo's own handler
+    assert session_timeout_of(plain, 10.0) == 10.0

@@ -16,7 +16,9 @@ probe, or to any other request: in a burst the probe waits behind thousands): pa
 the member owns nothing and gives the connection up (a new one gets through while the
 session lives: a blip costs the blip); at T/2 the session is treated as lost (listeners
 stop runs). The server cannot expire the session before T after it last heard from us, so
-this stays ahead of any takeover whatever kazoo believes.
+this stays ahead of any takeover whatever kazoo believes. T is the session timeout the
+server granted when that is shorter than the one asked for (kazoo keeps the one asked for;
+connection.make_client notes the granted one).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from kazoo.protocol.states import KazooState, KeeperState
 from zksched.core.owners import Member, OwnerTable
 from zksched.runtime.clusterview import ClusterView
 from zksched.zk.connection import abandon_connection, ensure_paths
-from zksched.zk.handler import last_reply
+from zksched.zk.handler import last_reply, session_timeout_of
 from zksched.zk.membership import MemberReader, MemberRegistration, MemberSnapshot
 from zksched.zk.paths import ClusterPaths
 
@@ -69,10 +71,6 @@ class ClusterMembership:
         self._paths = paths
         self._session_timeout = session_timeout
         self._call_timeout = call_timeout or max(1.0, session_timeout / 2)
-        # Silence (no reply) thresholds, see the module docstring.
-        self.silence_limit = session_timeout / 3
-        self.loss_margin = session_timeout / 2
-        self._probe_interval = session_timeout / 12
         self._restart_delay = FIRST_RESTART_DELAY
         self._last_heard = time.monotonic()
         self._ever_heard = False  # no silence to measure before the first contact
@@ -292,8 +290,19 @@ class ClusterMembership:
 
     # -- the contact watchdog thread ------------------------------------------------------
 
+    # Silence (no reply) thresholds, see the module docstring: of the session timeout the
+    # server granted, when it granted less than was asked.
+
+    @property
+    def silence_limit(self) -> float:
+        return session_timeout_of(self._client, self._session_timeout) / 3
+
+    @property
+    def loss_margin(self) -> float:
+        return session_timeout_of(self._client, self._session_timeout) / 2
+
     def _watch_contact(self) -> None:
-        while not self._stopping.wait(self._probe_interval):
+        while not self._stopping.wait(session_timeout_of(self._client, self._session_timeout) / 12):
             if self._client.connected and not self._probe_outstanding:
                 self._probe_outstanding = True
                 try:

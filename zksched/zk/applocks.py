@@ -2,9 +2,12 @@
 
 What each failure means for a holder (decided here, tested in integration/test_coordination.py):
 - SUSPENDED: the session may live on, so the hold goes on (`suspended` is True meanwhile);
-  but a SUSPENDED that lasts half the session timeout is treated as LOST: the server may
-  expire the session soon after, and then someone else may hold the lock. kazoo has no
-  local expiry timer (ZOOKEEPER-NOTES.md), so this one is ours.
+  but once ZooKeeper has not answered for half the session timeout (counted from its last
+  reply, not from the SUSPENDED, which kazoo reports only two thirds of a session into a
+  silent connection), the hold is treated as LOST: the server may expire the session at one
+  session timeout, and then someone else may hold the lock. kazoo has no local expiry timer
+  (ZOOKEEPER-NOTES.md), so this one is ours; the session timeout is the one the server
+  granted when that is shorter than the one asked for.
 - LOST (session expired): `lost` turns True and the callback runs. Our node went with the
   session.
 - our lock node deleted under us (by hand, or its folder removed): the same, noticed by an
@@ -41,6 +44,7 @@ from kazoo.protocol.states import EventType, KazooState
 from kazoo.recipe.lock import Lock
 
 from zksched.zk.connection import wait
+from zksched.zk.handler import last_reply, session_timeout_of
 from zksched.zk.locks import BoundedCalls
 from zksched.zk.paths import ClusterPaths
 
@@ -218,8 +222,7 @@ class AppLock:
         elif state == KazooState.SUSPENDED:
             with self._mutex:
                 if self._node is not None and self._suspend_timer is None:
-                    # kazoo keeps the timeout asked for (ms), not the negotiated one
-                    limit = getattr(self._client, "_session_timeout", 10_000) / 2000
+                    limit = max(0.0, self._loss_margin() - self._silence())
                     self._suspend_timer = threading.Timer(limit, self._suspended_too_long)
                     self._suspend_timer.daemon = True
                     self._suspend_timer.start()
@@ -229,6 +232,19 @@ class AppLock:
             if self._client.client_id is None or self._client.client_id[0] != self._session:
                 self._mark_lost("session-lost")
         return False
+
+    def _loss_margin(self) -> float:
+        """Seconds of silence after which the hold counts as lost: half the session."""
+        asked = getattr(self._client, "_session_timeout", 10_000) / 1000
+        return session_timeout_of(self._client, asked) / 2
+
+    def _silence(self) -> float:
+        """Seconds since ZooKeeper last answered; for a client without that record, as long
+        as kazoo takes to report a silent connection (two thirds of the session)."""
+        heard = last_reply(self._client.handler)
+        if heard is None:
+            return 2 * self._loss_margin() * 2 / 3
+        return time.monotonic() - heard
 
     def _suspended_too_long(self) -> None:
         if self._client.state != KazooState.CONNECTED:

@@ -158,7 +158,7 @@ def make_client(settings: ZkSettings, *, max_connect_delay: float | None = None)
             check_hostname=settings.tls_check_hostname,
         )
     handler = PollingHandler(handshake=handshake_for(settings.session_timeout))
-    return KazooClient(
+    client = KazooClient(
         hosts=settings.hosts,
         timeout=settings.session_timeout,
         read_only=False,
@@ -176,6 +176,44 @@ def make_client(settings: ZkSettings, *, max_connect_delay: float | None = None)
         ),
         **kwargs,
     )
+    _note_granted_timeout(client, handler, settings.session_timeout)
+    return client
+
+
+def _note_granted_timeout(client: KazooClient, handler: PollingHandler, asked: float) -> None:
+    """Record the session timeout the server grants at each connect in
+    `handler.granted_timeout`. kazoo works it out and keeps it to itself (it keeps the one
+    asked for); its connect step returns two thirds of it as the read timeout (ms)."""
+    connection = client._connection
+    connect = connection._connect
+
+    def connect_and_note(*args: Any) -> Any:
+        read_timeout, connect_timeout = connect(*args)
+        granted = round(read_timeout * 3 / 2) / 1000
+        if granted != handler.granted_timeout:
+            handler.granted_timeout = granted
+            if granted < asked:
+                log.warning(
+                    "ZooKeeper granted a session timeout of %gs, not the %gs asked for (its "
+                    "maxSessionTimeout): sessions end, and this member gives up a silent "
+                    "connection, by %gs",
+                    granted,
+                    asked,
+                    granted,
+                    extra={"event": "session-timeout", "granted": granted, "asked": asked},
+                )
+            elif granted > asked:
+                log.info(
+                    "ZooKeeper granted a session timeout of %gs, not the %gs asked for (its "
+                    "minSessionTimeout): a dead member's jobs move after %gs",
+                    granted,
+                    asked,
+                    granted,
+                    extra={"event": "session-timeout", "granted": granted, "asked": asked},
+                )
+        return read_timeout, connect_timeout
+
+    connection._connect = connect_and_note
 
 
 def connect(settings: ZkSettings, timeout: float) -> KazooClient:

@@ -211,6 +211,9 @@ class PollingHandler(SequentialThreadingHandler):  # type: ignore[misc]
         self._pollers: dict[tuple[tuple[int, int], ...], Any] = {}
         self._io_thread: int | None = None
         self.last_reply: float | None = None  # time.monotonic() of the latest answer
+        # seconds: the session timeout the server granted at the latest connect (its
+        # min/maxSessionTimeout clamp what was asked); set by connection.make_client
+        self.granted_timeout: float | None = None
         self.handshake = handshake
 
     def select(
@@ -255,6 +258,13 @@ class PollingHandler(SequentialThreadingHandler):  # type: ignore[misc]
         # say nothing about when ZooKeeper answered.
         if threading.get_ident() == self._io_thread:
             self.last_reply = time.monotonic()
+
+
+def session_timeout_of(client: Any, asked: float) -> float:
+    """The session timeout to act on, in seconds: the one `asked` for, or the one the server
+    granted when that is shorter (it expires the session by the granted one)."""
+    granted = getattr(client.handler, "granted_timeout", None)
+    return asked if granted is None else min(asked, granted)
 
 
 def last_reply(handler: Any) -> float | None:
