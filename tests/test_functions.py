@@ -138,3 +138,17 @@ def test_stopping_twice_or_after_the_end_changes_nothing(stop_first: bool) -> No
     handle.terminate("late")
     handle.terminate("later")
     assert [r.status for r in results] == ["ok"]
+
+
+def test_timeouts_take_no_thread_per_run() -> None:
+    runner = FunctionRunner({"job": lambda fire: None}, workers=4)
+    finished = threading.Semaphore(0)
+    before = threading.active_count()
+    for _ in range(200):
+        runner.start(fire(), 60.0, lambda result: finished.release())
+    for _ in range(200):
+        assert finished.acquire(timeout=10)
+    # the pool's workers and one deadline thread, not a timer per run
+    assert threading.active_count() <= before + 4 + 1
+    assert runner._timeouts.pending() == 0  # each run's timeout went with its end
+    runner.close()

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from zksched.runtime.deadlines import Deadlines
 from zksched.runtime.runtypes import RunResult, RunStatus
 
 log = logging.getLogger("zksched.runtime.functions")
@@ -121,6 +122,7 @@ class FunctionRunner:
     def __init__(self, functions: Mapping[str, JobFunction], workers: int) -> None:
         self._functions = dict(functions)
         self._pool = ThreadPoolExecutor(max(1, workers), thread_name_prefix="zksched-fn")
+        self._timeouts = Deadlines("zksched-fn-timeouts")  # one thread for every run's
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_lock = threading.Lock()
 
@@ -141,17 +143,14 @@ class FunctionRunner:
             run._done.set()
             threading.Thread(target=on_done, args=(run.result,), daemon=True).start()
             return run
-        timer = None
+        deadline = None
         if timeout is not None:
-            timer = threading.Timer(
-                timeout, run._stop, ("timeout", f"timed out after {timeout:g}s")
-            )
-            timer.daemon = True
-            timer.start()
+            why = f"timed out after {timeout:g}s"
+            deadline = self._timeouts.add(timeout, lambda: run._stop("timeout", why))
 
         def finish(error: BaseException | None) -> None:
-            if timer is not None:
-                timer.cancel()
+            if deadline is not None:
+                self._timeouts.cancel(deadline)
             run.result = run._outcome(error)
             run._done.set()
             try:
@@ -201,8 +200,10 @@ class FunctionRunner:
             return self._loop
 
     def close(self) -> None:
-        """Stop taking runs; those under way go on (a stop waits for them elsewhere)."""
+        """Stop taking runs; those under way go on (a stop waits for them elsewhere), with
+        no timeout from now on (the member is stopping: it has told them to stop)."""
         self._pool.shutdown(wait=False)
+        self._timeouts.close()
         with self._loop_lock:
             loop, self._loop = self._loop, None
         if loop is not None:
