@@ -69,8 +69,14 @@ def test_a_fire_claimed_again_keeps_its_abandoned_attempt_first_and_counts_on() 
     from zksched.runtime.attempts import after_claim
 
     claimed = FireRecord(
-        job="job", scheduled="2026-03-01T00:00:00Z", member_id="m2", session=2, nonce="b",
-        state="running", claimed_at="2026-03-01T00:00:05.000Z", attempt=2,
+        job="job",
+        scheduled="2026-03-01T00:00:00Z",
+        member_id="m2",
+        session=2,
+        nonce="b",
+        state="running",
+        claimed_at="2026-03-01T00:00:05.000Z",
+        attempt=2,
         attempts=[{"attempt": 1, "state": "abandoned", "member_id": "m1"}],
     )
     log = AttemptLog()

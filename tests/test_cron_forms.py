@@ -16,8 +16,16 @@ from cronsim import CronSim
 from zksched.core.cronexpr import CronSyntaxError, parse_cron
 from zksched.core.schedule import Schedule, next_fires
 
-ZONES = ["Europe/Berlin", "America/New_York", "Australia/Sydney", "Europe/London",
-         "America/Santiago", "Pacific/Chatham", "Asia/Kolkata", "UTC"]
+ZONES = [
+    "Europe/Berlin",
+    "America/New_York",
+    "Australia/Sydney",
+    "Europe/London",
+    "America/Santiago",
+    "Pacific/Chatham",
+    "Asia/Kolkata",
+    "UTC",
+]
 
 
 @functools.cache
@@ -28,8 +36,9 @@ def changes_of(zone: str) -> list[int]:
 def dates(expr: str, zone: str, after: str, count: int = 4) -> list[str]:
     schedule = Schedule.parse(expr, zone)
     start = datetime.fromisoformat(after).astimezone(UTC)
-    return [f.astimezone(ZoneInfo(zone)).date().isoformat()
-            for f in next_fires(schedule, start, count)]
+    return [
+        f.astimezone(ZoneInfo(zone)).date().isoformat() for f in next_fires(schedule, start, count)
+    ]
 
 
 @pytest.mark.parametrize(
@@ -59,7 +68,10 @@ def test_a_saturday_first_or_a_sunday_last_stays_in_its_month() -> None:
 def test_forms_join_the_day_rule_like_values() -> None:
     # both day fields restricted: either fires (the 1st, or the second Monday)
     assert dates("0 0 1 * 1#2", "UTC", "2026-01-01T12:00:00+00:00", 3) == [
-        "2026-01-12", "2026-02-01", "2026-02-09"]
+        "2026-01-12",
+        "2026-02-01",
+        "2026-02-09",
+    ]
     # day of month unrestricted: both must match, so the form alone decides
     assert dates("0 0 */1 * 5L", "UTC", "2026-01-01T12:00:00+00:00", 1) == ["2026-01-30"]
 
@@ -95,8 +107,9 @@ def _dom(rng: random.Random, w: bool) -> str:
         return "*"
     forms = ["L", "LW"] + ([f"{rng.randint(1, 31)}W"] if w else [])
     plain = [str(rng.randint(1, 31)), f"{rng.randint(1, 14)}-{rng.randint(15, 31)}"]
-    return ",".join(rng.choice(forms + plain if rng.random() < 0.5 else forms)
-                    for _ in range(rng.randint(1, 2)))
+    return ",".join(
+        rng.choice(forms + plain if rng.random() < 0.5 else forms) for _ in range(rng.randint(1, 2))
+    )
 
 
 def _dow(rng: random.Random) -> str:
@@ -105,8 +118,9 @@ def _dow(rng: random.Random) -> str:
     day = rng.randint(0, 7)
     forms = [f"{day}L", f"{day}#{rng.randint(1, 5)}"]
     plain = [str(day), f"{rng.randint(0, 3)}-{rng.randint(3, 6)}"]
-    return ",".join(rng.choice(forms + plain if rng.random() < 0.5 else forms)
-                    for _ in range(rng.randint(1, 2)))
+    return ",".join(
+        rng.choice(forms + plain if rng.random() < 0.5 else forms) for _ in range(rng.randint(1, 2))
+    )
 
 
 def _expression(rng: random.Random, w: bool = False) -> str:

@@ -74,7 +74,8 @@ class AdversarialShell(RuleBasedStateMachine):
                     if self.machine.spec.overlap == "skip":
                         assert self.machine.lease is LeaseStage.HELD, "started without the lease"
                         others = [
-                            f for f in self.machine.fires.values()
+                            f
+                            for f in self.machine.fires.values()
                             if f.instant != instant and f.stage in COMMAND_UP
                         ]
                         assert not others, "started beside another run"
@@ -101,9 +102,7 @@ class AdversarialShell(RuleBasedStateMachine):
             outcome = m.ClaimOutcome.TAKEN  # ZooKeeper creates a path once
         if outcome is m.ClaimOutcome.CREATED:
             self.created.add(instant)
-        self.apply(
-            self.machine.handle(m.ClaimAnswered(instant, outcome, self.token), self.now)
-        )
+        self.apply(self.machine.handle(m.ClaimAnswered(instant, outcome, self.token), self.now))
 
     @precondition(lambda self: self.withdraws)
     @rule(data=st.data(), done=st.booleans())
@@ -179,9 +178,7 @@ class AdversarialShell(RuleBasedStateMachine):
     def the_spec_changes(
         self, overlap: str, paused: bool, catchup: str, jitter: float, delivery: str
     ) -> None:
-        new = job(
-            overlap=overlap, paused=paused, catchup=catchup, jitter=jitter, delivery=delivery
-        )
+        new = job(overlap=overlap, paused=paused, catchup=catchup, jitter=jitter, delivery=delivery)
         self.apply(self.machine.set_spec(new, self.now, self.now))
 
     @rule()

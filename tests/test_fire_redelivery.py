@@ -147,7 +147,8 @@ def test_an_orphan_waits_for_a_run_going_and_is_not_dropped_by_latest() -> None:
     catch-up), and never queued again."""
     shell = Shell(
         spec(delivery="at-least-once", schedule="* * * * * *", catchup="latest"),
-        updated_at=T0, orphan_interval=10.0,
+        updated_at=T0,
+        orphan_interval=10.0,
     )
     shell.join()
     planned(shell, (), ())

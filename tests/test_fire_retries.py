@@ -143,4 +143,3 @@ def test_a_short_disconnect_while_backing_off_gives_the_retry_up() -> None:
     shell.feed(shell.machine.set_session(SESSION, shell.now + 0.1))
     shell.to(note[0].retry_at - T0)
     assert [a.attempt for a in shell.of(m.Start)] == [1]  # type: ignore[attr-defined]
-

@@ -72,8 +72,14 @@ def test_a_bad_at_is_refused_naming_the_field_and_line(body: str, says: str) -> 
 
 
 def machine(catchup: str = "latest", window: float = 3600.0) -> JobFireMachine:
-    spec = JobSpec(name="once", schedule="@at 2026-12-24T17:00:00Z", command=("x",),
-                   overlap="allow", catchup=catchup, catchup_window=window)  # type: ignore[arg-type]
+    spec = JobSpec(
+        name="once",
+        schedule="@at 2026-12-24T17:00:00Z",
+        command=("x",),
+        overlap="allow",
+        catchup=catchup,
+        catchup_window=window,
+    )  # type: ignore[arg-type]
     return JobFireMachine(spec, T - 86_400, m.FireTunables())
 
 

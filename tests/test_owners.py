@@ -510,9 +510,22 @@ def test_command_allowed(patterns: list[str] | None, program: str, allowed: bool
 
 @pytest.mark.parametrize(
     "name",
-    ["LD_PRELOAD", "ld_library_path", "PATH", "PYTHONPATH", "PYTHONSTARTUP", "PERL5OPT",
-     "RUBYOPT", "NODE_OPTIONS", "BASH_ENV", "ENV", "BASH_FUNC_ls%%", "DYLD_INSERT_LIBRARIES",
-     "GCONV_PATH", "JAVA_TOOL_OPTIONS"],
+    [
+        "LD_PRELOAD",
+        "ld_library_path",
+        "PATH",
+        "PYTHONPATH",
+        "PYTHONSTARTUP",
+        "PERL5OPT",
+        "RUBYOPT",
+        "NODE_OPTIONS",
+        "BASH_ENV",
+        "ENV",
+        "BASH_FUNC_ls%%",
+        "DYLD_INSERT_LIBRARIES",
+        "GCONV_PATH",
+        "JAVA_TOOL_OPTIONS",
+    ],
 )
 def test_a_job_setting_a_loader_variable_is_refused_by_an_allow_list(name: str) -> None:
     """Issue 19: an allowed program run with LD_PRELOAD (or a PATH, PYTHONPATH, ... of the

@@ -41,6 +41,7 @@ def snapshot(zk: ZkModel) -> tuple[int, list[tuple[str, bytes, Stat]]]:
 
 # ---- errors: each raises, and changes nothing ----
 
+
 def _setup(zk: ZkModel, s: int) -> None:
     zk.create(s, "/p", b"x")
     zk.create(s, "/p/c")
@@ -53,10 +54,12 @@ ERROR_CASES: list[tuple[str, Callable[[ZkModel, int], Any], type[ZkError]]] = [
     ("create no parent", lambda zk, s: zk.create(s, "/nope/x"), NoNode),
     ("create seq no parent", lambda zk, s: zk.create(s, "/nope/x", sequential=True), NoNode),
     ("create under ephemeral", lambda zk, s: zk.create(s, "/eph/x"), NoChildrenForEphemerals),
-    ("makepath under ephemeral",
-     lambda zk, s: zk.create(s, "/eph/a/b", makepath=True), NoChildrenForEphemerals),
-    ("makepath over existing",
-     lambda zk, s: zk.create(s, "/p/c", makepath=True), NodeExists),
+    (
+        "makepath under ephemeral",
+        lambda zk, s: zk.create(s, "/eph/a/b", makepath=True),
+        NoChildrenForEphemerals,
+    ),
+    ("makepath over existing", lambda zk, s: zk.create(s, "/p/c", makepath=True), NodeExists),
     ("create relative", lambda zk, s: zk.create(s, "p2"), BadArguments),
     ("create empty", lambda zk, s: zk.create(s, ""), BadArguments),
     ("create trailing slash", lambda zk, s: zk.create(s, "/p2/"), BadArguments),
@@ -118,6 +121,7 @@ def test_dead_session_is_refused(name: str, call: Callable[[ZkModel, int], Any])
 
 # ---- sequential nodes ----
 
+
 def test_sequential_counter_is_parent_cversion_and_grows_across_deletes() -> None:
     zk, s = fresh()
     zk.create(s, "/q")
@@ -149,6 +153,7 @@ def test_makepath_creates_persistent_parents_in_one_zxid() -> None:
 
 # ---- stats ----
 
+
 def test_stats_track_zxids_and_versions() -> None:
     zk, s = fresh()
     zk.create(s, "/n", b"0")  # zxid 1
@@ -170,19 +175,23 @@ def test_stats_track_zxids_and_versions() -> None:
 
 # ---- multi ----
 
+
 def test_multi_applies_all_in_one_zxid_with_per_op_results() -> None:
     zk, s = fresh()
     zk.create(s, "/old")
-    results = zk.multi(s, [
-        Create("/m", b"a"),
-        Create("/m/c", ephemeral=True),
-        Create("/m/s-", sequential=True),
-        SetData("/m", b"b", version=0),
-        Check("/m", 1),
-        Delete("/old", version=0),
-        Delete("/m/c"),
-        Create("/m/c", b"again"),
-    ])
+    results = zk.multi(
+        s,
+        [
+            Create("/m", b"a"),
+            Create("/m/c", ephemeral=True),
+            Create("/m/s-", sequential=True),
+            SetData("/m", b"b", version=0),
+            Check("/m", 1),
+            Delete("/old", version=0),
+            Delete("/m/c"),
+            Create("/m/c", b"again"),
+        ],
+    )
     assert zk.zxid == 2
     assert results[:3] == ["/m", "/m/c", "/m/s-0000000001"]
     assert results[3] == Stat(2, 2, 2, 1, 2, 0, 2)
@@ -194,17 +203,20 @@ def test_multi_applies_all_in_one_zxid_with_per_op_results() -> None:
     assert zk.stat_of("/m") == Stat(2, 2, 2, 1, 4, 0, 2)
 
 
-@pytest.mark.parametrize(("ops", "bad", "error"), [
-    ([Create("/x"), Create("/x/y"), SetData("/missing", b"")], 2, NoNode),
-    ([Check("/base", 5), Create("/x")], 0, BadVersion),
-    ([Create("/x"), Create("/x")], 1, NodeExists),
-    ([Delete("/base/k"), Delete("/base", version=0), Create("/y")], 2, NodeExists),
-    ([Create("/base/s", sequential=True), Delete("/base")], 1, NotEmpty),
-    ([SetData("/base", b"z"), Check("/base", 0)], 1, BadVersion),
-    ([Create("/e", ephemeral=True), Create("/e/c")], 1, NoChildrenForEphemerals),
-    ([Delete("/base/k"), Create("/base/k/z")], 1, NoNode),
-    ([Create("bad")], 0, BadArguments),
-])
+@pytest.mark.parametrize(
+    ("ops", "bad", "error"),
+    [
+        ([Create("/x"), Create("/x/y"), SetData("/missing", b"")], 2, NoNode),
+        ([Check("/base", 5), Create("/x")], 0, BadVersion),
+        ([Create("/x"), Create("/x")], 1, NodeExists),
+        ([Delete("/base/k"), Delete("/base", version=0), Create("/y")], 2, NodeExists),
+        ([Create("/base/s", sequential=True), Delete("/base")], 1, NotEmpty),
+        ([SetData("/base", b"z"), Check("/base", 0)], 1, BadVersion),
+        ([Create("/e", ephemeral=True), Create("/e/c")], 1, NoChildrenForEphemerals),
+        ([Delete("/base/k"), Create("/base/k/z")], 1, NoNode),
+        ([Create("bad")], 0, BadArguments),
+    ],
+)
 def test_failed_multi_applies_nothing(ops: list[Op], bad: int, error: type[ZkError]) -> None:
     zk, s = fresh()
     w = zk.open_session(10.0, 0.0)
@@ -262,10 +274,19 @@ def test_multi_events_in_op_order() -> None:
 
 # ---- sessions ----
 
-@pytest.mark.parametrize(("tick", "asked", "negotiated"), [
-    (0.5, 0.1, 1.0), (0.5, 1.0, 1.0), (0.5, 4.0, 4.0), (0.5, 10.0, 10.0), (0.5, 60.0, 10.0),
-    (2.0, 1.0, 4.0), (2.0, 100.0, 40.0),
-])
+
+@pytest.mark.parametrize(
+    ("tick", "asked", "negotiated"),
+    [
+        (0.5, 0.1, 1.0),
+        (0.5, 1.0, 1.0),
+        (0.5, 4.0, 4.0),
+        (0.5, 10.0, 10.0),
+        (0.5, 60.0, 10.0),
+        (2.0, 1.0, 4.0),
+        (2.0, 100.0, 40.0),
+    ],
+)
 def test_timeout_is_clamped(tick: float, asked: float, negotiated: float) -> None:
     zk = ZkModel(tick=tick)
     assert zk.session_timeout(zk.open_session(asked, 0.0)) == negotiated
@@ -336,6 +357,7 @@ def test_close_session_is_like_expiry() -> None:
 
 # ---- watches ----
 
+
 def test_watches_are_one_shot_and_kinds_are_distinct() -> None:
     zk, s = fresh()
     w = zk.open_session(10.0, 0.0)
@@ -397,8 +419,7 @@ sub_op_st = st.one_of(
 )
 session_st = st.integers(0, 2)
 step_st = st.one_of(
-    st.tuples(st.just("create"), session_st, path_st, st.booleans(), st.booleans(),
-              st.booleans()),
+    st.tuples(st.just("create"), session_st, path_st, st.booleans(), st.booleans(), st.booleans()),
     st.tuples(st.just("delete"), session_st, path_st, version_st),
     st.tuples(st.just("set"), session_st, path_st, version_st),
     st.tuples(st.just("multi"), session_st, st.lists(sub_op_st, max_size=4)),
@@ -471,8 +492,9 @@ def test_random_sequences_keep_invariants(steps: list[tuple[Any, ...]]) -> None:
                 if errors:
                     assert len(errors) == len(ops)
                     assert sum(not isinstance(r, RolledBack) for r in errors) == 1
-                    raise errors[next(i for i, r in enumerate(errors)
-                                      if not isinstance(r, RolledBack))]
+                    raise errors[
+                        next(i for i, r in enumerate(errors) if not isinstance(r, RolledBack))
+                    ]
                 if all(isinstance(o, Check) for o in ops):
                     assert snapshot(zk) == before
                     continue

@@ -49,11 +49,14 @@ def test_a_value_of_the_wrong_shape_is_refused_by_load_object() -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.binary(max_size=300) | st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=10),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner),
-    max_leaves=20,
-).map(lambda v: json.dumps(v).encode()))
+@given(
+    st.binary(max_size=300)
+    | st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=10),
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner),
+        max_leaves=20,
+    ).map(lambda v: json.dumps(v).encode())
+)
 def test_any_bytes_give_a_value_or_a_reason_never_another_exception(raw: bytes) -> None:
     try:
         value = load_json(raw, "a znode")
