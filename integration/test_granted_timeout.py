@@ -23,6 +23,8 @@ from zksched.devtools.faultproxy import BLACKHOLE, PASS, FaultProxy
 from zksched.devtools.zkserver import ZkServer
 from zksched.runtime.cluster import ClusterMembership
 from zksched.runtime.coordination import Coordinator
+from zksched.runtime.daemon import Daemon, DaemonConfig
+from zksched.zk.connection import ZkSettings
 from zksched.zk.handler import session_timeout_of
 from zksched.zk.paths import ClusterPaths
 
@@ -128,3 +130,20 @@ def test_the_daemon_says_what_the_server_granted(
     (event,) = daemon.events("session-timeout")
     assert event["granted"] == MAX and event["asked"] == 10.0
     assert event["level"] == "warning"
+
+
+def test_the_reaper_grace_follows_the_granted_session(clamping_zk: str, client_id: str) -> None:
+    daemon = Daemon(
+        DaemonConfig(
+            zk=ZkSettings(hosts=clamping_zk, session_timeout=10.0),
+            client_id=client_id,
+            member_id="m-reaper",
+        )
+    )
+    daemon.start()
+    try:
+        wait_until(lambda: daemon.view.connected, 15, what="connected")
+        assert daemon.reaper is not None
+        wait_until(lambda: daemon.reaper._grace == MAX / 4, 5, what="the grace fitted")
+    finally:
+        daemon.stop()

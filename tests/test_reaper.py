@@ -40,3 +40,22 @@ def test_a_command_started_before_the_daemon_could_list_it_is_stopped_too() -> N
         for popen in (listed, unlisted, stranger):
             popen.kill()
             popen.wait()
+
+
+def test_the_grace_can_be_shortened_once_the_session_timeout_is_known() -> None:
+    reaper = Reaper(grace=30.0)  # a quarter of the session asked for
+    reaper.start()
+    stubborn = subprocess.Popen(
+        ["sh", "-c", "trap '' TERM; sleep 60"], start_new_session=True, env={"PATH": os.defpath}
+    )
+    try:
+        time.sleep(0.2)  # its trap is set
+        reaper.watch(stubborn.pid)
+        reaper.set_grace(0.3)  # a quarter of the one the server granted
+        started = time.monotonic()
+        reaper.close()
+        assert gone(stubborn, 5)
+        assert time.monotonic() - started < 5  # SIGKILL after 0.3 s, not 30
+    finally:
+        stubborn.kill()
+        stubborn.wait()

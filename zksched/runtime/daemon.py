@@ -31,6 +31,7 @@ from zksched.runtime.reaper import Reaper
 from zksched.runtime.runner import CommandRunner
 from zksched.runtime.skips import SkipLog
 from zksched.zk.connection import ZkSettings, close_quietly, make_client
+from zksched.zk.handler import session_timeout_of
 from zksched.zk.paths import ClusterPaths
 from zksched.zk.triggers import Triggers
 
@@ -137,6 +138,8 @@ class Daemon:
             on_triggers=self.engine.triggers,
         )
         self.cluster.add_view_listener(self.engine.update_view)
+        if self.reaper is not None:
+            self.cluster.add_view_listener(self._fit_reaper_grace)
         self.clock_probe = ClockProbe(
             self.client, self.paths, config.member_id, self.clock, call_timeout
         )
@@ -153,6 +156,13 @@ class Daemon:
             return False
         due = self.engine.next_due()
         return due is None or due - self.clock.now() > ahead
+
+    def _fit_reaper_grace(self, view: ClusterView) -> None:
+        """A quarter of the session timeout the server granted, once connected (it may be
+        shorter than the one asked for)."""
+        if view.connected and self.reaper is not None:
+            granted = session_timeout_of(self.client, self.config.zk.session_timeout)
+            self.reaper.set_grace(max(0.2, granted / 4))
 
     def _on_jobs(self, snapshot: JobsSnapshot) -> None:
         self.engine.update_jobs(snapshot)

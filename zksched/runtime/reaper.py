@@ -9,6 +9,7 @@ does not reach it), and tells it over a pipe which process groups are its comman
 
     +<pgid>     a command started
     -<pgid>     it ended (reaped)
+    g<seconds>  the grace from now on (the daemon learns its session timeout on connecting)
 
 A command may start (and the daemon die) before its `+<pgid>` is written: so every command
 also carries the reaper's tag in its environment (`ZKSCHED_REAPER_TAG`), and when the pipe
@@ -68,6 +69,13 @@ class Reaper:
 
     def forget(self, pgid: int) -> None:
         self._send(f"-{pgid}\n")
+
+    def set_grace(self, grace: float) -> None:
+        """Change the grace between SIGTERM and SIGKILL (it must stay well under the
+        session timeout the server granted, which is known only once connected)."""
+        if grace > 0 and abs(grace - self._grace) >= 0.001:
+            self._grace = grace
+            self._send(f"g{grace:.3f}\n")
 
     def close(self) -> None:
         """A graceful stop: whatever is still listed is stopped, and the reaper exits."""
@@ -136,6 +144,8 @@ def main(grace: float, tag: str = "") -> None:
                     groups.add(int(line[1:]))
                 elif line.startswith(b"-"):
                     groups.discard(int(line[1:]))
+                elif line.startswith(b"g") and 0 < float(line[1:]) < 3600:
+                    grace = float(line[1:])
         time.sleep(READ_PAUSE)  # a burst of starts wakes this process a few times, not once each
     if tag:
         groups |= tagged_groups(tag)
