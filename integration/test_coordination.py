@@ -297,7 +297,9 @@ def test_a_short_cut_keeps_the_lock(
     client = zk_client(proxy.address, SESSION)
     lock = Coordinator(client, ClusterPaths(client_id), "m-a").lock("x")
     assert lock.acquire()
-    proxy.set_mode(RESET)  # the connection drops at once: SUSPENDED right after a reply
+    # held quietly past half a session: no request since, only kazoo's pings answered
+    time.sleep(SESSION * 0.75)
+    proxy.set_mode(RESET)  # the connection drops at once: SUSPENDED right after a ping
     wait_until(lambda: lock.suspended, 5, what="suspended")
     proxy.set_mode(PASS)  # back well within half a session of silence
     wait_until(lambda: client.state == KazooState.CONNECTED, 10, what="reconnected")

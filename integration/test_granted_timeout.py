@@ -24,7 +24,7 @@ from zksched.devtools.zkserver import ZkServer
 from zksched.runtime.cluster import ClusterMembership
 from zksched.runtime.coordination import Coordinator
 from zksched.runtime.daemon import Daemon, DaemonConfig
-from zksched.zk.connection import ZkSettings
+from zksched.zk.connection import ZkSettings, close_quietly, make_client
 from zksched.zk.handler import session_timeout_of
 from zksched.zk.paths import ClusterPaths
 
@@ -147,3 +147,35 @@ def test_the_reaper_grace_follows_the_granted_session(clamping_zk: str, client_i
         wait_until(lambda: daemon.reaper._grace == MAX / 4, 5, what="the grace fitted")
     finally:
         daemon.stop()
+
+
+def test_a_member_started_before_its_client_connects_keeps_the_granted_margins(
+    clamping_zk: str, proxy_to: Callable[..., FaultProxy], client_id: str
+) -> None:
+    """As the daemon starts: membership first, then the client. The first look of the
+    contact watchdog must not wait a twelfth of the session asked for (5 s of 60)."""
+    proxy = proxy_to(clamping_zk)
+    client = make_client(ZkSettings(hosts=proxy.address, session_timeout=60.0))
+    membership = ClusterMembership(client, ClusterPaths(client_id), Member(member_id="m-1"), 60.0)
+    lost_at: list[float] = []
+    membership.add_session_loss_listener(lambda: lost_at.append(time.monotonic()))
+    membership.start()
+    client.start(timeout=10)
+    try:
+        wait_until(lambda: membership.view.owns("any-job", {}), 10, what="owning as sole member")
+        cut = time.monotonic()
+        proxy.set_mode(BLACKHOLE)
+        wait_until(lambda: lost_at, MAX + 2, what="session declared lost")
+        assert lost_at[0] - cut < MAX
+        proxy.set_mode(PASS)
+    finally:
+        membership.stop()
+        close_quietly(client)
+
+
+def test_answers_to_pings_count_as_contact(zk_client: Callable[..., KazooClient], zk: str) -> None:
+    client = zk_client(zk, 3.0)
+    client.exists("/")
+    heard = client.handler.last_reply
+    time.sleep(2.5)  # no request: kazoo pings every read timeout / 2 (1 s here)
+    assert client.handler.last_reply > heard + 1

@@ -11,8 +11,9 @@ session and contains this member's own node.
 Contact watchdog: kazoo cannot be trusted to notice a dead connection in time. It pings only
 after read_timeout/2 (T/3) without sending anything and counts every request as a ping, so a
 member that keeps firing jobs into a partition may never see SUSPENDED. A small thread
-therefore probes ZooKeeper every T/12 and measures the silence since the last reply (to the
-probe, or to any other request: in a burst the probe waits behind thousands): past T/3
+therefore probes ZooKeeper every T/12 (at most 1 s) and measures the silence since the last
+reply (to the probe, or to any other request: in a burst the probe waits behind thousands,
+or to kazoo's pings): past T/3
 the member owns nothing and gives the connection up (a new one gets through while the
 session lives: a blip costs the blip); at T/2 the session is treated as lost (listeners
 stop runs). The server cannot expire the session before T after it last heard from us, so
@@ -301,8 +302,12 @@ class ClusterMembership:
     def loss_margin(self) -> float:
         return session_timeout_of(self._client, self._session_timeout) / 2
 
+    def _probe_interval(self) -> float:
+        # at most 1 s: before the first connect the granted timeout is not known yet
+        return min(1.0, session_timeout_of(self._client, self._session_timeout) / 12)
+
     def _watch_contact(self) -> None:
-        while not self._stopping.wait(session_timeout_of(self._client, self._session_timeout) / 12):
+        while not self._stopping.wait(self._probe_interval()):
             if self._client.connected and not self._probe_outstanding:
                 self._probe_outstanding = True
                 try:

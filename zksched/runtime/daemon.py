@@ -137,9 +137,9 @@ class Daemon:
             on_jobs=self._on_jobs,
             on_triggers=self.engine.triggers,
         )
-        self.cluster.add_view_listener(self.engine.update_view)
-        if self.reaper is not None:
+        if self.reaper is not None:  # first: the grace fits before any fire of the view
             self.cluster.add_view_listener(self._fit_reaper_grace)
+        self.cluster.add_view_listener(self.engine.update_view)
         self.clock_probe = ClockProbe(
             self.client, self.paths, config.member_id, self.clock, call_timeout
         )

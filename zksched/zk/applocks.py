@@ -194,6 +194,8 @@ class AppLock:
         current = self._client.client_id  # None while kazoo connects: the listener covers it
         if current is not None and current[0] != session:
             self._mark_lost("session-lost")  # a new session came meanwhile: the node died
+        elif self._client.state == KazooState.SUSPENDED:
+            self._on_state(KazooState.SUSPENDED)  # suspended before the listener was in
         return True
 
     def _watch_node(self, path: str) -> None:

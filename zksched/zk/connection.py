@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import re
 import socket
+import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from typing import Any, TypeVar
 
 from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.connection import WATCH_XID
 from kazoo.retry import KazooRetry
 from kazoo.security import ACL, make_acl, make_digest_acl
 
@@ -176,44 +178,63 @@ def make_client(settings: ZkSettings, *, max_connect_delay: float | None = None)
         ),
         **kwargs,
     )
-    _note_granted_timeout(client, handler, settings.session_timeout)
+    _watch_the_server(client, handler, settings.session_timeout)
     return client
 
 
-def _note_granted_timeout(client: KazooClient, handler: PollingHandler, asked: float) -> None:
-    """Record the session timeout the server grants at each connect in
-    `handler.granted_timeout`. kazoo works it out and keeps it to itself (it keeps the one
-    asked for); its connect step returns two thirds of it as the read timeout (ms)."""
+def _watch_the_server(client: KazooClient, handler: PollingHandler, asked: float) -> None:
+    """Two facts kazoo works out and keeps to itself, recorded on `handler`:
+    - `last_reply`: an answer from the server (to a request, and also to a ping or to the
+      connect, which kazoo reads without a result to set) proves it heard us just before;
+      a watch notification does not (it can come when the server no longer hears us);
+    - `granted_timeout`: the session timeout the server granted at the latest connect (its
+      min/maxSessionTimeout clamp the one asked for, which is all kazoo keeps); its connect
+      step returns two thirds of it as the read timeout (ms)."""
     connection = client._connection
+    read_header = connection._read_header
     connect = connection._connect
+
+    def read_header_and_note(*args: Any) -> Any:
+        answer = read_header(*args)
+        if answer[0].xid != WATCH_XID:
+            handler.last_reply = time.monotonic()
+        return answer
 
     def connect_and_note(*args: Any) -> Any:
         read_timeout, connect_timeout = connect(*args)
+        handler.last_reply = time.monotonic()
         granted = round(read_timeout * 3 / 2) / 1000
+        if handler.handshake is not None:
+            handler.handshake.session = granted  # how long the session may live unheard
         if granted != handler.granted_timeout:
             handler.granted_timeout = granted
-            if granted < asked:
-                log.warning(
-                    "ZooKeeper granted a session timeout of %gs, not the %gs asked for (its "
-                    "maxSessionTimeout): sessions end, and this member gives up a silent "
-                    "connection, by %gs",
-                    granted,
-                    asked,
-                    granted,
-                    extra={"event": "session-timeout", "granted": granted, "asked": asked},
-                )
-            elif granted > asked:
-                log.info(
-                    "ZooKeeper granted a session timeout of %gs, not the %gs asked for (its "
-                    "minSessionTimeout): a dead member's jobs move after %gs",
-                    granted,
-                    asked,
-                    granted,
-                    extra={"event": "session-timeout", "granted": granted, "asked": asked},
-                )
+            _say_granted(granted, asked)
         return read_timeout, connect_timeout
 
+    connection._read_header = read_header_and_note
     connection._connect = connect_and_note
+
+
+def _say_granted(granted: float, asked: float) -> None:
+    if granted < asked:
+        log.warning(
+            "ZooKeeper granted a session timeout of %gs, not the %gs asked for (its "
+            "maxSessionTimeout): sessions end, and this member gives up a silent "
+            "connection, by %gs",
+            granted,
+            asked,
+            granted,
+            extra={"event": "session-timeout", "granted": granted, "asked": asked},
+        )
+    elif granted > asked:
+        log.info(
+            "ZooKeeper granted a session timeout of %gs, not the %gs asked for (its "
+            "minSessionTimeout): a dead member's jobs move after %gs",
+            granted,
+            asked,
+            granted,
+            extra={"event": "session-timeout", "granted": granted, "asked": asked},
+        )
 
 
 def connect(settings: ZkSettings, timeout: float) -> KazooClient:

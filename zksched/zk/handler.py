@@ -13,6 +13,8 @@ contact watchdog's probe waits behind every request queued before it, so in a bu
 its reply can come seconds after ZooKeeper answered all the others. Only answers count, read
 by kazoo's I/O thread as they arrive: not watch notifications (they come even when ZooKeeper
 no longer hears us), not the connection-loss errors kazoo sets on requests it gives up.
+Answers that set no result (to kazoo's pings, to the connect) are noted by the clients
+`connection.make_client` builds.
 
 And it bounds each connect attempt (`Handshake`): kazoo waits for the answer to its Connect
 request as long as the whole session timeout. Through a path that accepts connections but
