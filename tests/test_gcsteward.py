@@ -67,7 +67,7 @@ def test_a_pass_gives_free_heap_back_to_the_system(monkeypatch: pytest.MonkeyPat
         asked.append(pad)
         return 1
 
-    monkeypatch.setattr(gcsteward, "_MALLOC_TRIM", trim)
+    monkeypatch.setattr(gcsteward, "_malloc_trim", lambda: trim)
     try:
         GcSteward(lambda ahead: True).collect()
     finally:
@@ -76,7 +76,7 @@ def test_a_pass_gives_free_heap_back_to_the_system(monkeypatch: pytest.MonkeyPat
 
 
 def test_without_glibc_a_pass_still_runs(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(gcsteward, "_MALLOC_TRIM", None)
+    monkeypatch.setattr(gcsteward, "_malloc_trim", lambda: None)
     steward = GcSteward(lambda ahead: True)
     try:
         steward.collect()
@@ -166,3 +166,13 @@ def test_the_quiet_horizon_grows_with_the_last_pause() -> None:
         assert asked[-1] == 3 * 0.8
     finally:
         steward.stop()
+
+
+def test_a_pass_forced_by_time_gives_nothing_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[int] = []
+    monkeypatch.setattr(gcsteward, "_malloc_trim", lambda: asked.append)
+    try:
+        GcSteward(lambda ahead: True).collect(give_back=False)
+    finally:
+        gc.unfreeze()
+    assert asked == []

@@ -26,7 +26,7 @@ memory otherwise.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
+import functools
 import gc
 import logging
 import threading
@@ -86,14 +86,16 @@ class GcSteward:
         spacing = max(MIN_INTERVAL, self.last_pause / PAUSE_SHARE)
         return waited >= MAX_INTERVAL or (quiet and waited >= spacing)
 
-    def collect(self) -> float:
-        """One full pass now; returns how long everything was held."""
+    def collect(self, give_back: bool = True) -> float:
+        """One full pass now (then free heap goes back to the system, if `give_back`);
+        returns how long everything was held."""
         started = time.perf_counter()
         gc.unfreeze()
         gc.collect()
         gc.freeze()
-        _give_back_free_heap()
         pause = time.perf_counter() - started
+        if give_back:
+            _give_back_free_heap()  # interpreter threads go on meanwhile (ctypes lets go)
         self._last = self._clock()
         self.passes += 1
         self.last_pause = pause
@@ -111,26 +113,23 @@ class GcSteward:
                 quiet = False
             # quiet at two looks in a row: not a gap between two batches of a burst
             if self.due(now, quiet and was_quiet):
-                self.collect()
+                self.collect(give_back=quiet and was_quiet)  # not in a pass forced by time
                 quiet = False
             was_quiet = quiet
 
 
-def _load_malloc_trim() -> Callable[[int], int] | None:
-    """glibc's malloc_trim, or None (another C library, or none to be found)."""
-    name = ctypes.util.find_library("c")
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's malloc_trim, or None (another C library); looked up at the first pass."""
     try:
-        trim = ctypes.CDLL(name).malloc_trim if name else None
+        trim = ctypes.CDLL(None).malloc_trim  # the process's own symbols: libc's among them
     except (OSError, AttributeError):
         return None
-    if trim is not None:
-        trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
     return trim
 
 
-_MALLOC_TRIM = _load_malloc_trim()
-
-
 def _give_back_free_heap() -> None:
-    if _MALLOC_TRIM is not None:
-        _MALLOC_TRIM(0)
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
