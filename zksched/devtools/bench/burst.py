@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import resource
 import subprocess
 import sys
 import time
@@ -134,9 +133,14 @@ def measure_burst(
 
 
 SPAWNER = """
-import os, subprocess, sys, time
+import os, resource, subprocess, sys, time
+def cpu():
+    return sum(getattr(resource.getrusage(who), field)
+               for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+               for field in ("ru_utime", "ru_stime"))
 count, at = int(sys.argv[1]), float(sys.argv[2])
 time.sleep(max(0.0, at - time.time()))
+cpu_before = cpu()  # from the instant: the interpreter's start is not the floor's
 starts, pids = [], []
 for _ in range(count):
     p = subprocess.Popen(["true"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -146,14 +150,14 @@ for _ in range(count):
 for p in pids:
     p.wait()
 print(" ".join(f"{s:.6f}" for s in starts))
+print(f"{cpu() - cpu_before:.6f}")
 """
 
 
 def spawn_floor(burst: int, processes: int) -> tuple[dict[str, float], float]:
     """Start delays (ms) of `burst` `true`s started by `processes` plain Python loops at one
     instant, a second from now (the `spawn-floor` benchmark, spawn_floor.py), and the CPU
-    seconds it used: the spawners' and their commands'."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    seconds it used from that instant: the spawners' and their commands'."""
     at = time.time() + 1.0
     shares = [burst // processes + (1 if i < burst % processes else 0) for i in range(processes)]
     spawners = [
@@ -163,9 +167,10 @@ def spawn_floor(burst: int, processes: int) -> tuple[dict[str, float], float]:
         for n in shares
     ]
     delays: list[float] = []
+    cpu = 0.0
     for spawner in spawners:
         out, _ = spawner.communicate(timeout=120)
-        delays += [float(v) * 1000 for v in out.split()]
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        starts, used = out.splitlines()
+        delays += [float(v) * 1000 for v in starts.split()]
+        cpu += float(used)
     return percentiles(delays), cpu
