@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.connection import WATCH_XID
+from kazoo.protocol.serialization import Connect
 from kazoo.retry import KazooRetry
 from kazoo.security import ACL, make_acl, make_digest_acl
 
@@ -188,11 +189,11 @@ def _watch_the_server(client: KazooClient, handler: PollingHandler, asked: float
       connect, which kazoo reads without a result to set) proves it heard us just before;
       a watch notification does not (it can come when the server no longer hears us);
     - `granted_timeout`: the session timeout the server granted at the latest connect (its
-      min/maxSessionTimeout clamp the one asked for, which is all kazoo keeps); its connect
-      step returns two thirds of it as the read timeout (ms)."""
+      min/maxSessionTimeout clamp the one asked for, which is all kazoo keeps), noted from
+      the connect's answer before kazoo reports CONNECTED."""
     connection = client._connection
     read_header = connection._read_header
-    connect = connection._connect
+    invoke = connection._invoke
 
     def read_header_and_note(*args: Any) -> Any:
         answer = read_header(*args)
@@ -200,19 +201,25 @@ def _watch_the_server(client: KazooClient, handler: PollingHandler, asked: float
             handler.last_reply = time.monotonic()
         return answer
 
-    def connect_and_note(*args: Any) -> Any:
-        read_timeout, connect_timeout = connect(*args)
-        handler.last_reply = time.monotonic()
-        granted = round(read_timeout * 3 / 2) / 1000
-        if handler.handshake is not None:
-            handler.handshake.session = granted  # how long the session may live unheard
-        if granted != handler.granted_timeout:
-            handler.granted_timeout = granted
-            _say_granted(granted, asked)
-        return read_timeout, connect_timeout
+    def invoke_and_note(timeout: float, request: Any, *args: Any, **kwargs: Any) -> Any:
+        answer = invoke(timeout, request, *args, **kwargs)
+        if isinstance(request, Connect):
+            handler.last_reply = time.monotonic()
+            granted_ms = answer[0].time_out
+            if granted_ms > 0:  # 0: the session had expired (kazoo raises next)
+                _note_granted(handler, granted_ms / 1000, asked)
+        return answer
 
     connection._read_header = read_header_and_note
-    connection._connect = connect_and_note
+    connection._invoke = invoke_and_note
+
+
+def _note_granted(handler: PollingHandler, granted: float, asked: float) -> None:
+    if handler.handshake is not None:
+        handler.handshake.session = granted  # how long the session may live unheard
+    if granted != handler.granted_timeout:
+        handler.granted_timeout = granted
+        _say_granted(granted, asked)
 
 
 def _say_granted(granted: float, asked: float) -> None:
