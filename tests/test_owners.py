@@ -406,6 +406,9 @@ GOOD_RECORD = {
 }
 
 
+GOOD_ZNODE = "sched-a.example.net-1201.0000000007"
+
+
 def test_member_from_a_good_record() -> None:
     member = member_from_record("sched-a.example.net-1201.0000000007", GOOD_RECORD)
     assert member.member_id == "sched-a.example.net-1201"
@@ -418,6 +421,13 @@ def test_member_from_a_good_record() -> None:
 def test_optional_fields_take_defaults() -> None:
     member = member_from_record("x-1.0000000001", {"member_id": "x-1"})
     assert (member.host, member.pid, dict(member.labels)) == ("", 0, {})
+
+
+def test_a_record_whose_id_is_not_its_znode_s_is_refused() -> None:
+    # a node made beside the members (by hand, or by a stranger's session) with a
+    # well-formed record of someone else: it would be given jobs that never run
+    with pytest.raises(MemberRecordError, match="named for 'evil-3'"):
+        member_from_record("evil-3.0000000003", GOOD_RECORD)
 
 
 @pytest.mark.parametrize(
@@ -443,7 +453,7 @@ def test_optional_fields_take_defaults() -> None:
 )
 def test_malformed_records_are_refused(data: object, why: str) -> None:
     with pytest.raises(MemberRecordError, match=why):
-        member_from_record("x-1.0000000001", data)
+        member_from_record(GOOD_ZNODE, data)
 
 
 json_values = st.recursive(
@@ -598,14 +608,14 @@ def test_allow_list_round_trips_and_old_records_allow_everything() -> None:
     record = json.loads(json.dumps(member.to_record()))
     assert record["allowed_commands"] == ["/opt/*", "/usr/bin/x"]
     assert member_from_record(member.znode, record) == member
-    old = member_from_record("x-1.0000000001", GOOD_RECORD)  # written before allow-lists
+    old = member_from_record(GOOD_ZNODE, GOOD_RECORD)  # written before allow-lists
     assert old.allowed_commands is None and old.eligible_for({}, "/any/thing")
 
 
 @pytest.mark.parametrize("bad", ["/opt/*", [1], {"a": "b"}, 3])
 def test_malformed_allow_lists_are_refused(bad: object) -> None:
     with pytest.raises(MemberRecordError, match="allowed_commands"):
-        member_from_record("x-1.0000000001", {**GOOD_RECORD, "allowed_commands": bad})
+        member_from_record(GOOD_ZNODE, {**GOOD_RECORD, "allowed_commands": bad})
 
 
 @pytest.mark.parametrize(

@@ -295,6 +295,11 @@ def member_from_record(znode: str, data: object) -> Member:
     problem = name_problem(member_id, "member id")
     if problem is not None:
         raise MemberRecordError(problem)
+    named = znode.rsplit(".", 1)[0]  # a member's znode is `<member_id>.<sequence>`
+    if member_id != named:
+        raise MemberRecordError(
+            f"member record says member_id {member_id!r}, but its znode is named for {named!r}"
+        )
     labels = data.get("labels", {})
     if not isinstance(labels, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
