@@ -204,9 +204,9 @@ def _watch_the_server(client: KazooClient, handler: PollingHandler, asked: float
     def invoke_and_note(timeout: float, request: Any, *args: Any, **kwargs: Any) -> Any:
         answer = invoke(timeout, request, *args, **kwargs)
         if isinstance(request, Connect):
-            handler.last_reply = time.monotonic()
             granted_ms = answer[0].time_out
             if granted_ms > 0:  # 0: the session had expired (kazoo raises next)
+                handler.last_reply = time.monotonic()
                 _note_granted(handler, granted_ms / 1000, asked)
         return answer
 

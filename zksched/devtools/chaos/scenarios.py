@@ -30,12 +30,19 @@ class ScenarioContext:
 
     def pick_victim(self) -> Member:
         """A random member among those that fired something in the last two seconds (with a
-        few jobs a member may own none, and faulting it would show nothing)."""
-        recent = {
-            f.member_id for f in read_fires(self.cluster.fire_log) if f.started > time.time() - 2
-        }
-        busy = [m for m in self.cluster.members if m.member_id in recent]
-        return self.rng.choice(busy or self.cluster.members)
+        few jobs a member may own none, and faulting it would show nothing); waits up to
+        10 s for one (a busy machine can be slow to start the first fires)."""
+        deadline = time.monotonic() + 10.0
+        while True:
+            recent = {
+                f.member_id
+                for f in read_fires(self.cluster.fire_log)
+                if f.started > time.time() - 2
+            }
+            busy = [m for m in self.cluster.members if m.member_id in recent]
+            if busy or time.monotonic() >= deadline:
+                return self.rng.choice(busy or self.cluster.members)
+            time.sleep(0.2)
 
     def time_left(self, started: float) -> float:
         return self.duration - (time.monotonic() - started)
