@@ -235,17 +235,20 @@ class AppLock:
                 self._mark_lost("session-lost")
         return False
 
+    def _session_timeout(self) -> float:
+        asked = getattr(self._client, "_session_timeout", 10_000) / 1000  # kazoo keeps ms
+        return session_timeout_of(self._client, asked)
+
     def _loss_margin(self) -> float:
         """Seconds of silence after which the hold counts as lost: half the session."""
-        asked = getattr(self._client, "_session_timeout", 10_000) / 1000
-        return session_timeout_of(self._client, asked) / 2
+        return self._session_timeout() / 2
 
     def _silence(self) -> float:
         """Seconds since ZooKeeper last answered; for a client without that record, as long
         as kazoo takes to report a silent connection (two thirds of the session)."""
         heard = last_reply(self._client.handler)
         if heard is None:
-            return 2 * self._loss_margin() * 2 / 3
+            return self._session_timeout() * 2 / 3
         return time.monotonic() - heard
 
     def _suspended_too_long(self) -> None:
