@@ -267,7 +267,8 @@ def test_hostile_entries_in_the_folder_block_nobody(
     vandal.create(f"{paths.leader}/junk", b"\xff\x00 not json")
     vandal.create(f"{paths.leader}/0__cand__0000000000", b"{}")  # persistent, sorts first
     broken = zk_client(zk, SESSION)  # a live candidate whose data is garbage: just a candidate
-    broken.create(paths.leader_candidate_prefix("ab"), b"\xff", ephemeral=True, sequence=True)
+    deep = b"[" * 100_000 + b"]" * 100_000  # past the parser's recursion
+    broken.create(paths.leader_candidate_prefix("ab"), deep, ephemeral=True, sequence=True)
 
     election = candidate(zk_client(zk, SESSION), client_id, "m-1", elections)
     election.start()

@@ -46,6 +46,7 @@ from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState
 
+from zksched.core.znodedata import load_object
 from zksched.zk.connection import wait
 from zksched.zk.paths import ClusterPaths
 
@@ -184,7 +185,7 @@ class LeaderElection:
                 raw, stat = wait(self._client.get_async(self._candidate(name)), self._timeout)
                 if stat.ephemeralOwner == 0:
                     continue
-                value = json.loads(raw.decode()).get("member_id")
+                value = load_object(raw, "leader candidate node").get("member_id")
                 return value if isinstance(value, str) else None
         except (KazooException, KazooTimeoutError, ValueError, AttributeError):
             return None
