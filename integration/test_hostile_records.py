@@ -18,6 +18,7 @@ from kazoo.exceptions import NodeExistsError
 
 from integration.fires import FireLog, recording_job
 from integration.harness import DaemonProcess, run_cli, wait_until
+from zksched.core.firekey import parse_utc
 from zksched.core.jobtable import StoredJob
 from zksched.zk.jobstore import JobStore, blob_id
 from zksched.zk.paths import ClusterPaths
@@ -162,12 +163,28 @@ def test_hostile_records_never_stop_the_daemon_or_the_commands(
         }
         kazoo.create(paths.fire("victim", node), json.dumps(odd).encode(), makepath=True)
 
+    # A record from the future in the valid job's folder: the member that takes the job
+    # over below must neither skip the instants up to it nor wait for it.
+    ahead = "2099-06-01T00:00:00Z"
+    record = {
+        "job": "steady",
+        "scheduled": ahead,
+        "member_id": "m",
+        "session": 1,
+        "nonce": "n",
+        "state": "ok",
+        "claimed_at": ahead,
+    }
+    kazoo.create(paths.fire("steady", ahead), json.dumps(record).encode())
+
+    injected = time.time()
     before = len(log.fire_keys())
-    # the valid job goes on firing (a busy machine may slow the daemons' reading of the
-    # garbage above: a wait, not a fixed window)
+    # the valid job goes on firing, on time (a busy machine may slow the daemons' reading
+    # of the garbage above: a wait, not a fixed window)
     log.wait_for(lambda: len(log.fire_keys()) >= before + 2, 15)
     assert daemon.alive, daemon.log_text()[-3000:]
     assert log.duplicates() == {}
+    assert max(lateness(log, "steady", after=injected)) < 3.0
 
     for args in (
         ("members",),
@@ -188,6 +205,8 @@ def test_hostile_records_never_stop_the_daemon_or_the_commands(
     assert steady["error"] is None and steady["owner"] == daemon.member_id
     report = json.loads(run_cli(zk, client_id, "audit", "--json").stdout)
     assert report["clean"] is False  # garbage records are reported, not ignored
+    problems = next(j["problems"] for j in report["jobs"] if j["name"] == "steady")
+    assert f"fire record {ahead!r} is from the future: the daemons ignore it" in problems
     assert all(d.alive for d in group)
 
     # failover still works with all of it in place: the owner stops, the job moves
@@ -200,6 +219,18 @@ def test_hostile_records_never_stop_the_daemon_or_the_commands(
         if k.startswith("steady@") and float(started) > stopped + 1
     ]
     assert later and daemon.member_id not in later, later
+    assert max(lateness(log, "steady", after=stopped + 1)) < 3.0
+
+
+def lateness(log: FireLog, job: str, after: float) -> list[float]:
+    """Seconds from each instant of `job` to its start, for starts after `after`."""
+    late = [
+        float(started) - parse_utc(key.split("@", 1)[1]).timestamp()
+        for key, _member, _token, started in log.lines()
+        if key.startswith(f"{job}@") and float(started) > after
+    ]
+    assert late, f"no start of {job} after {after}"
+    return late
 
 
 def test_a_hostile_member_node_is_ignored_and_failover_still_works(

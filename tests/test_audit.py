@@ -170,6 +170,19 @@ def test_unreadable_records_cover_their_node_and_are_problems() -> None:
     assert result.problems == [f"unreadable fire record {iso(2)!r}"]
 
 
+def test_a_record_from_the_future_is_a_problem_and_counts_for_nothing() -> None:
+    """Issue 19: one record named years ahead made its job's new owner skip a thousand
+    instants that had not happened; the daemons now ignore it, and the audit reports it."""
+    now = now_after(3)
+    ahead = now + timedelta(days=3 * 365)
+    node = format_utc(ahead)
+    future = StoredFire(node, fire(0, scheduled=node, claimed_at=node).record)
+    near = fire(5)  # within the clocks' margin of now: an ordinary record
+    result = audit_job(history([fire(1), fire(2), fire(3), near, future]), LIVE, None, now)
+    assert result.problems == [f"fire record {node!r} is from the future: the daemons ignore it"]
+    assert result.runs == [iso(1), iso(2), iso(3), iso(5)] and result.gaps == []
+
+
 def test_records_with_wrong_field_types_count_as_unreadable() -> None:
     odd = [fire(2, extra=[1]), fire(3, session=[7]), fire(4, scheduled=4)]
     result = audit_job(history([fire(1), *odd]), LIVE, None, now_after(4))
