@@ -289,6 +289,16 @@ def test_sequence_of_reads_the_digits_after_the_last_dot() -> None:
     assert sequence_of("sched-a.example.net-1201.0000000042") == 42
     assert sequence_of("no-sequence") == -1
     assert sequence_of("") == -1
+    assert sequence_of("x.\u00b2") == -1  # a digit to str.isdigit(), not to int()
+    assert sequence_of("x.\u0663") == -1  # Arabic-Indic three
+
+
+def test_a_member_znode_must_end_in_a_sequence_number() -> None:
+    """Two member nodes of one id, one named `x.²`: comparing their sequences raised
+    ValueError in every daemon's owner table (nothing fired) and in the CLI's tables."""
+    for znode in ("x-1.\u00b2", "x-1.42", "x-1", "x-1.000000000a"):
+        with pytest.raises(MemberRecordError, match="sequence number"):
+            member_from_record(znode, {"member_id": "x-1"})
 
 
 # --- property tests --------------------------------------------------------------------------

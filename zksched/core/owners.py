@@ -181,7 +181,8 @@ def weight(job: str, member_id: str) -> int:
 def sequence_of(znode: str) -> int:
     """The sequence number ZooKeeper appended to a sequential znode name (-1 if none)."""
     tail = znode.rsplit(".", 1)[-1]
-    return int(tail) if tail.isdigit() else -1
+    # ASCII only: str.isdigit() also admits digits such as "²" that int() refuses
+    return int(tail) if tail.isascii() and tail.isdigit() else -1
 
 
 class OwnerTable:
@@ -295,7 +296,9 @@ def member_from_record(znode: str, data: object) -> Member:
     problem = name_problem(member_id, "member id")
     if problem is not None:
         raise MemberRecordError(problem)
-    named = znode.rsplit(".", 1)[0]  # a member's znode is `<member_id>.<sequence>`
+    named, _, tail = znode.rpartition(".")  # a member's znode is `<member_id>.<sequence>`
+    if sequence_of(znode) < 0 or len(tail) != 10:
+        raise MemberRecordError(f"member znode {znode!r} does not end in a sequence number")
     if member_id != named:
         raise MemberRecordError(
             f"member record says member_id {member_id!r}, but its znode is named for {named!r}"
