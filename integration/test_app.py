@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from kazoo.client import KazooClient
 
 from integration.fires import FireLog, recording_job
 from integration.harness import DaemonProcess, run_cli, wait_until
@@ -259,3 +260,21 @@ def test_registering_without_zookeeper_or_with_a_lost_reply_says_so_and_start_ag
         assert again.running and again.jobs["tidy"].schedule == "@hourly"
     finally:
         again.stop()
+
+
+def test_a_broken_job_table_is_not_replaced_by_an_app_and_says_how_to_repair_it(
+    zk: str, client_id: str, kazoo: KazooClient
+) -> None:
+    """An app registers its function jobs; a table root it cannot read is an operator's to
+    replace (`jobs apply`), and the app says so instead of raising an internal error."""
+    from zksched import ClusterUnavailable
+    from zksched.zk.paths import ClusterPaths
+
+    paths = ClusterPaths(client_id)
+    deep = b"[" * 100_000 + b"]" * 100_000
+    kazoo.create(paths.jobs, deep, makepath=True)
+    app = Cluster(zk, client_id, member_id="reg", session_timeout=4)
+    app.add_job(lambda fire: None, "@hourly", name="tidy")
+    with pytest.raises(ClusterUnavailable, match="repair it with `zksched jobs apply`"):
+        app.start(timeout=10)
+    assert not app.running and kazoo.get(paths.jobs)[0] == deep

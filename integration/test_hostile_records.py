@@ -300,6 +300,8 @@ def test_jobs_apply_replaces_a_broken_job_table(
     for broken in (
         b"[" * 100_000 + b"]" * 100_000,
         json.dumps({"format": 1, "generation": 9, "buckets": ["../../members"]}).encode(),
+        # a well-formed bucket id that names no bucket: reading it again never helped
+        json.dumps({"format": 1, "generation": 9, "buckets": ["0" * 24]}).encode(),
     ):
         kazoo.set(paths.jobs, broken)
         listed = run_cli(zk, client_id, "jobs", "list")
@@ -322,3 +324,5 @@ def test_jobs_apply_replaces_a_broken_job_table(
             == 0
         )
     assert daemon.alive
+    # each broken root logged as such, not re-read in a loop
+    assert daemon.log_text().count("could not read the job table") <= 3

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from zksched.core.fires import FireRecord
 from zksched.core.owners import MemberRecordError, member_from_record
-from zksched.core.znodedata import ZnodeDataError, load_json, load_object
+from zksched.core.znodedata import ZnodeDataError, finite_number, load_json, load_object
 from zksched.zk.clocks import ClockReading
 from zksched.zk.jobstore import decode_bucket
 
@@ -25,6 +25,8 @@ HOSTILE = [
     (b"\xff\xfe", "not UTF-8"),
     (b"", "not JSON"),
     (b"x" * 2_000_000, "bytes; the limit"),
+    (b'{"updated_at": "\\ud800"}', "not Unicode"),  # a lone surrogate fails every encode
+    (b'["\\udfff\\ud83d"]', "not Unicode"),
 ]
 
 
@@ -41,6 +43,20 @@ def test_every_reader_refuses_them_as_its_own_record_only(raw: bytes, why: str) 
     jobs, error = decode_bucket(raw)
     assert jobs == {} and error
     assert ClockReading.from_json(raw) is None
+
+
+def test_surrogate_pairs_are_text() -> None:
+    assert load_json(b'["\\ud83d\\ude00", "\\\\ud800"]', "a znode") == ["\U0001f600", "\\ud800"]
+
+
+def test_numbers_a_float_cannot_hold_are_no_clock_reading() -> None:
+    """A 400-digit integer passes JSON; math.isfinite raised OverflowError on it, out of
+    `members` and `status`."""
+    for offset in ("1" + "0" * 400, "-1" + "0" * 400, "1e400"):
+        raw = f'{{"offset_ms": {offset}, "rtt_ms": 1, "measured_at": "x"}}'.encode()
+        assert ClockReading.from_json(raw) is None
+    assert finite_number(10**400) is None and finite_number(True) is None
+    assert finite_number(3) == 3.0
 
 
 def test_a_value_of_the_wrong_shape_is_refused_by_load_object() -> None:
@@ -67,3 +83,13 @@ def test_any_bytes_give_a_value_or_a_reason_never_another_exception(raw: bytes) 
     with contextlib.suppress(ValueError):
         FireRecord.from_json(raw)
     decode_bucket(raw)
+
+
+def test_bucket_entries_that_are_not_job_names_are_ignored_not_the_bucket() -> None:
+    """A table key such as '..' or 'a/b' reached path building (`jobs list`, `audit`, and
+    `jobs apply --prune` deleting 'its' fires): it is no job, and never a path."""
+    entry = {"spec": {"format": 1}, "updated_at": "2026-01-01T00:00:00Z"}
+    raw = json.dumps({"format": 1, "jobs": {"..": entry, "a/b": entry, "ok": entry}}).encode()
+    jobs, error = decode_bucket(raw)
+    assert list(jobs) == ["ok"]
+    assert error == "entries that are not job names are ignored: '..', 'a/b'"

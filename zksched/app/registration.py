@@ -19,7 +19,7 @@ from zksched.core.jobspec import JobSpec
 from zksched.core.jobtable import plan_register
 from zksched.zk.aclcheck import open_nodes, refusal
 from zksched.zk.connection import ZkSettings, close_quietly, make_client
-from zksched.zk.jobstore import ConcurrentChange, JobStore, now_utc
+from zksched.zk.jobstore import ConcurrentChange, CorruptTable, JobStore, now_utc
 from zksched.zk.paths import ClusterPaths
 
 log = logging.getLogger("zksched.app")
@@ -79,6 +79,10 @@ def register_function_jobs(
                 store.commit(root, plan.table)
             except ConcurrentChange:
                 continue
+            except CorruptTable as exc:  # not the app's to replace: `jobs apply` does
+                raise ClusterUnavailable(
+                    f"{exc}; nothing was registered: repair it with `zksched jobs apply`"
+                ) from None
             except (KazooException, KazooTimeoutError) as exc:
                 # a commit whose reply was lost may have landed: starting again finds the
                 # table equal (nothing to change) or commits then

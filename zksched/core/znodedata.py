@@ -13,9 +13,13 @@ record reported).
 from __future__ import annotations
 
 import json
+import math
+import re
 from typing import Any
 
 MAX_ZNODE_BYTES = 1 << 20  # ZooKeeper's own default jute.maxbuffer
+# JSON's escape of a UTF-16 surrogate (D800-DFFF): only then can a value hold a lone one.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 class ZnodeDataError(ValueError):
@@ -36,11 +40,23 @@ def load_json(raw: bytes, what: str, limit: int = MAX_ZNODE_BYTES) -> Any:
     except UnicodeDecodeError:
         raise ZnodeDataError(f"{what} is not UTF-8 text") from None
     try:
-        return json.loads(text, parse_constant=_no_constant)
+        value = json.loads(text, parse_constant=_no_constant)
     except RecursionError:
         raise ZnodeDataError(f"{what} is nested too deeply to be a record") from None
     except ValueError as exc:  # also integers too long to convert
         raise ZnodeDataError(f"{what} is not JSON: {str(exc)[:200]}") from None
+    if _SURROGATE_ESCAPE.search(text) and not _is_unicode(value):
+        # "\ud800" alone parses, then fails every encode (a path, a log line, a re-write)
+        raise ZnodeDataError(f"{what} holds text that is not Unicode (a lone surrogate)")
+    return value
+
+
+def _is_unicode(value: Any) -> bool:
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def load_object(raw: bytes, what: str, limit: int = MAX_ZNODE_BYTES) -> dict[str, Any]:
@@ -49,3 +65,15 @@ def load_object(raw: bytes, what: str, limit: int = MAX_ZNODE_BYTES) -> dict[str
     if not isinstance(value, dict):
         raise ZnodeDataError(f"{what} is not a JSON object")
     return value
+
+
+def finite_number(value: object) -> float | None:
+    """`value` as a float when it is a JSON number a float holds: not a bool, not an
+    integer past a float's range (math.isfinite raises on those), else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None

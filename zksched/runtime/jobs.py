@@ -146,23 +146,24 @@ class JobTableWatcher:
     def _refresh_jobs(self) -> None:
         try:
             root = self._store.read_root(self._on_root_changed)
+            self._last_sync = time.monotonic()
+            if (
+                self._root is not None
+                and root.mzxid == self._root.mzxid
+                and root.version == self._root.version
+            ):
+                return
+            wanted = {b for b in root.buckets if b and b not in self._parsed}
+            blobs = self._store.read_blobs(root, wanted)
         except CorruptTable as exc:
             log.error("%s; keeping the last good job table", exc)
             return
-        self._last_sync = time.monotonic()
-        if (
-            self._root is not None
-            and root.mzxid == self._root.mzxid
-            and root.version == self._root.version
-        ):
-            return
-        wanted = {b for b in root.buckets if b and b not in self._parsed}
-        for blob, (jobs, error) in self._store.read_blobs(wanted).items():
+        for blob, (jobs, error) in blobs.items():
             if error:
                 log.error(
-                    "job bucket %s is unreadable (%s): its jobs are disabled",
+                    "job bucket %s: %s",
                     blob,
-                    error,
+                    error if jobs else f"unreadable ({error}): its jobs are disabled",
                     extra={"event": "job-bucket-invalid"},
                 )
             self._parsed[blob] = {name: parse_stored(stored) for name, stored in jobs.items()}

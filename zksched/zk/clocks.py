@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +17,7 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
-from zksched.core.znodedata import ZnodeDataError, load_json
+from zksched.core.znodedata import ZnodeDataError, finite_number, load_json
 from zksched.zk.connection import wait
 from zksched.zk.paths import ClusterPaths
 
@@ -46,15 +45,11 @@ class ClockReading:
             return None
         if not isinstance(data, dict):
             return None
-        offset, rtt, at = data.get("offset_ms"), data.get("rtt_ms"), data.get("measured_at")
-        numbers_ok = all(
-            isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-            for v in (offset, rtt)
-        )
-        if not numbers_ok or not isinstance(at, str):
+        offset, rtt = finite_number(data.get("offset_ms")), finite_number(data.get("rtt_ms"))
+        at = data.get("measured_at")
+        if offset is None or rtt is None or not isinstance(at, str):
             return None
-        assert isinstance(offset, int | float) and isinstance(rtt, int | float)
-        return cls(float(offset), float(rtt), at)
+        return cls(offset, rtt, at)
 
 
 def offset_from(sent: float, received: float, server_mtime_ms: int) -> ClockReading:

@@ -22,13 +22,14 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NoReturn
 
 import mmh3
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from zksched.core.jobtable import StoredJob
+from zksched.core.names import is_valid_name
 from zksched.core.znodedata import ZnodeDataError, load_json, load_object
 from zksched.zk.connection import wait
 from zksched.zk.paths import ClusterPaths
@@ -80,7 +81,8 @@ def blob_id(content: bytes) -> str:
 
 
 def decode_bucket(raw: bytes) -> tuple[dict[str, StoredJob], str | None]:
-    """The jobs of a bucket, and an error if the bucket as a whole cannot be read."""
+    """The jobs of a bucket, and what is wrong with it (the bucket as a whole cannot be
+    read, or some of its entries are not jobs)."""
     try:
         data = load_json(raw, "job bucket")
     except ZnodeDataError as exc:
@@ -88,12 +90,20 @@ def decode_bucket(raw: bytes) -> tuple[dict[str, StoredJob], str | None]:
     if not isinstance(data, dict) or not isinstance(data.get("jobs"), dict):
         return {}, "job bucket has no jobs table"
     jobs: dict[str, StoredJob] = {}
+    strangers: list[str] = []
     for name, entry in data["jobs"].items():
+        if not is_valid_name(name):
+            # never a job, and never a path: '..' or 'a/b' would name another node
+            strangers.append(repr(name)[:60])
+            continue
         if isinstance(entry, dict):
             record, updated = entry.get("spec"), entry.get("updated_at")
         else:
             record, updated = entry, None
-        jobs[str(name)] = StoredJob(str(name), record, updated if isinstance(updated, str) else "")
+        jobs[name] = StoredJob(name, record, updated if isinstance(updated, str) else "")
+    if strangers:
+        shown = ", ".join(strangers[:5]) + (" ..." if len(strangers) > 5 else "")
+        return jobs, f"entries that are not job names are ignored: {shown}"
     return jobs, None
 
 
@@ -156,11 +166,15 @@ class JobStore:
             ) from exc
         return TableRoot(generation, buckets, stat.version, stat.mzxid)
 
-    def read_blobs(self, ids: set[str]) -> dict[str, tuple[dict[str, StoredJob], str | None]]:
-        """Read (pipelined) and decode these blobs: their jobs, or why they are unreadable.
+    def read_blobs(
+        self, root: TableRoot, ids: set[str]
+    ) -> dict[str, tuple[dict[str, StoredJob], str | None]]:
+        """Read (pipelined) and decode these blobs of `root`: their jobs, or why they are
+        unreadable.
 
         A blob that vanished (collected after a newer apply) raises ConcurrentChange: the
-        caller reads the root again.
+        caller reads the root again. One missing while `root` is still the root raises
+        CorruptTable: reading again would never end, and an apply replaces the table.
         """
         pending = [(b, self._client.get_async(self._paths.blob(b))) for b in ids if b]
         out: dict[str, tuple[dict[str, StoredJob], str | None]] = {}
@@ -168,14 +182,23 @@ class JobStore:
             try:
                 raw, _ = wait(result, self._timeout)
             except NoNodeError:
-                raise ConcurrentChange(f"bucket {blob} vanished") from None
+                self._missing_blob(root, blob)
             out[blob] = self._decode_blob(blob, raw)
         return out
+
+    def _missing_blob(self, root: TableRoot, blob: str) -> NoReturn:
+        stat = wait(self._client.exists_async(self._paths.jobs), self._timeout)
+        if stat is not None and (stat.mzxid, stat.version) == (root.mzxid, root.version):
+            raise CorruptTable(
+                f"job table root {self._paths.jobs} names bucket {blob}, which does not exist",
+                root.version,
+            )
+        raise ConcurrentChange(f"bucket {blob} vanished")
 
     def read_buckets(self, root: TableRoot) -> tuple[dict[str, StoredJob], dict[int, str]]:
         """Every stored job of the table `root` names, and per-bucket errors."""
         wanted = {b for b in root.buckets if b and b not in self._blob_cache}
-        self._blob_cache.update(self.read_blobs(wanted))
+        self._blob_cache.update(self.read_blobs(root, wanted))
         jobs: dict[str, StoredJob] = {}
         errors: dict[int, str] = {}
         for index, blob in enumerate(root.buckets):
@@ -194,7 +217,7 @@ class JobStore:
     def _decode_blob(blob: str, raw: bytes) -> tuple[dict[str, StoredJob], str | None]:
         jobs, error = decode_bucket(raw)
         if error:
-            log.error("job bucket %s is unreadable: %s", blob, error)
+            log.error("job bucket %s: %s", blob, error)
         return jobs, error
 
     def read_table(self) -> tuple[TableRoot, dict[str, StoredJob]]:
