@@ -90,6 +90,7 @@ def test_hostile_records_never_stop_the_daemon_or_the_commands(
     jobfile = tmp_path / "jobs.toml"
     jobfile.write_text(
         recording_job("steady", out)
+        + recording_job("sure", out, delivery="at-least-once")
         + '[jobs.victim]\nschedule = "@hourly"\ncommand = ["/bin/true"]\n'
     )
     group = [daemons() for _ in range(3)]
@@ -98,11 +99,38 @@ def test_hostile_records_never_stop_the_daemon_or_the_commands(
         20,
         what="three members joined",
     )
+    # In the valid jobs' folders before they are applied, names a member would once obey:
+    # a record from the future (the job's owner skipped every instant up to it), a skip
+    # range from the future (late claims, so every at-least-once start, were refused as
+    # covered), a name out of a datetime's range (the planning's arithmetic overflowed), a
+    # running record named by no instant (an at-least-once job's history read failed for
+    # ever). Both jobs fire from the start, and again once the steady one has moved.
+    paths = ClusterPaths(client_id)
+    ahead = "2099-06-01T00:00:00Z"
+    for job, node, state, extra in (
+        ("steady", ahead, "ok", {}),
+        ("sure", "2999-01-01T00:00:00Z", "skipped", {"covers_from": "2000-01-01T00:00:00Z"}),
+        ("steady", "zzz", "running", {}),
+        ("sure", "zzz", "running", {}),
+    ):
+        record = {
+            "job": job,
+            "scheduled": node,
+            "member_id": "m",
+            "session": 1,
+            "nonce": "n",
+            "state": state,
+            "claimed_at": node,
+            "extra": extra,
+            **({"skip_reason": "paused"} if state == "skipped" else {}),
+        }
+        kazoo.create(paths.fire(job, node), json.dumps(record).encode(), makepath=True)
+    for job in ("steady", "sure"):
+        kazoo.create(paths.fire(job, "0001-01-01T00:00:00Z"), b"")
     assert run_cli(zk, client_id, "jobs", "apply", str(jobfile)).returncode == 0
     log = FireLog(out)
-    log.wait_for(lambda: len(log.fire_keys()) >= 2, 20)
+    log.wait_for(lambda: {"steady", "sure"} <= set(log.by_job()), 20)
     daemon = next(d for d in group if d.member_id in log.members_of("steady"))
-    paths = ClusterPaths(client_id)
     store = JobStore(kazoo, paths, 5.0)
     counter = iter(range(10**6))
 
@@ -163,28 +191,15 @@ def test_hostile_records_never_stop_the_daemon_or_the_commands(
         }
         kazoo.create(paths.fire("victim", node), json.dumps(odd).encode(), makepath=True)
 
-    # A record from the future in the valid job's folder: the member that takes the job
-    # over below must neither skip the instants up to it nor wait for it.
-    ahead = "2099-06-01T00:00:00Z"
-    record = {
-        "job": "steady",
-        "scheduled": ahead,
-        "member_id": "m",
-        "session": 1,
-        "nonce": "n",
-        "state": "ok",
-        "claimed_at": ahead,
-    }
-    kazoo.create(paths.fire("steady", ahead), json.dumps(record).encode())
-
     injected = time.time()
     before = len(log.fire_keys())
-    # the valid job goes on firing, on time (a busy machine may slow the daemons' reading
+    # the valid jobs go on firing, on time (a busy machine may slow the daemons' reading
     # of the garbage above: a wait, not a fixed window)
-    log.wait_for(lambda: len(log.fire_keys()) >= before + 2, 15)
+    log.wait_for(lambda: len(log.fire_keys()) >= before + 4, 15)
     assert daemon.alive, daemon.log_text()[-3000:]
     assert log.duplicates() == {}
-    assert max(lateness(log, "steady", after=injected)) < 3.0
+    for job in ("steady", "sure"):
+        assert max(lateness(log, job, after=injected)) < 3.0
 
     for args in (
         ("members",),
@@ -193,6 +208,7 @@ def test_hostile_records_never_stop_the_daemon_or_the_commands(
         ("jobs", "list"),
         ("jobs", "list", "--json"),
         ("jobs", "history", "steady"),
+        ("jobs", "history", "sure"),
         ("jobs", "history", "victim", "--json"),
         ("jobs", "show", "victim"),
         ("audit",),
@@ -219,7 +235,8 @@ def test_hostile_records_never_stop_the_daemon_or_the_commands(
         if k.startswith("steady@") and float(started) > stopped + 1
     ]
     assert later and daemon.member_id not in later, later
-    assert max(lateness(log, "steady", after=stopped + 1)) < 3.0
+    for job in ("steady", "sure"):
+        assert max(lateness(log, job, after=stopped + 1)) < 3.0
 
 
 def lateness(log: FireLog, job: str, after: float) -> list[float]:

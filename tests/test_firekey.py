@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zksched.core.firekey import fire_key, format_utc, parse_fire_key, parse_utc
+from zksched.core.firekey import fire_key, format_utc, is_instant, parse_fire_key, parse_utc
 
 INSTANT = datetime(2026, 1, 2, 2, 0, tzinfo=UTC)
 
@@ -85,7 +85,11 @@ def test_parse_fire_key_refuses(key: str) -> None:
 @settings(max_examples=300, deadline=None)
 @given(
     job=st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}", fullmatch=True),
-    instant=st.datetimes(timezones=st.sampled_from([UTC, ZoneInfo("Europe/Berlin")])),
+    instant=st.datetimes(
+        min_value=datetime(1970, 1, 2),
+        max_value=datetime(8999, 12, 30),
+        timezones=st.sampled_from([UTC, ZoneInfo("Europe/Berlin")]),
+    ),
 )
 def test_round_trip(job: str, instant: datetime) -> None:
     key = fire_key(job, instant)
@@ -93,3 +97,14 @@ def test_round_trip(job: str, instant: datetime) -> None:
     assert parsed_job == job
     assert parsed_instant == instant.replace(microsecond=0)
     assert fire_key(parsed_job, parsed_instant) == key
+
+
+def test_instants_outside_a_fire_s_years_are_refused() -> None:
+    """A stray `0001-01-01T00:00:00Z` node overflowed the catch-up's arithmetic (its job
+    stopped planning) and the audit's; such a name is not an instant."""
+    for text in ("0001-01-01T00:00:00Z", "1969-12-31T23:59:59Z", "9999-12-31T23:59:59Z"):
+        with pytest.raises(ValueError, match="outside the years"):
+            parse_utc(text)
+        assert not is_instant(text)
+    assert is_instant("1970-01-01T00:00:00Z") and is_instant("8999-12-31T23:59:59Z")
+    assert not is_instant("zzz") and not is_instant(None) and not is_instant("2026-02-30T00:00:00Z")

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from zksched.core.fire.model import FireTunables
+from zksched.core.fire.model import FUTURE_MARGIN
 from zksched.core.firekey import format_utc, parse_utc
 from zksched.core.fires import FireRecord
 from zksched.core.jobspec import JobSpec
@@ -41,8 +41,6 @@ from zksched.core.jobspec import JobSpec
 GRACE_SECONDS = 2.0
 MAX_EXPECTED = 100_000  # per job: an every-second job over a day is 86,400 instants
 ONE_SECOND = timedelta(seconds=1)
-# Records named past now + this are from the future: the daemons ignore them, the audit says so.
-FUTURE_MARGIN = timedelta(seconds=FireTunables().future_margin)
 
 
 @dataclass(frozen=True)
@@ -268,7 +266,7 @@ def audit_job(
             )
         if record.job != history.name:
             result.problems.append(f"fire record {fire.node!r:.60} names job {record.job!r:.60}")
-        if scheduled > now + FUTURE_MARGIN:
+        if scheduled > now + timedelta(seconds=FUTURE_MARGIN):
             result.problems.append(
                 f"fire record {fire.node!r:.60} is from the future: the daemons ignore it"
             )

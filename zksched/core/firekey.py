@@ -16,6 +16,9 @@ import mmh3
 from zksched.core.names import name_problem
 
 _UTC_RE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})Z")
+# Instants outside these years are no fire's: arithmetic on year 1 or 9999 overflows a
+# datetime (a stray `0001-01-01T00:00:00Z` record stopped its job's planning).
+FIRST_YEAR, LAST_YEAR = 1970, 8999
 
 
 def _require_aware(instant: datetime, what: str = "instant") -> None:
@@ -42,10 +45,21 @@ def parse_utc(text: str) -> datetime:
         shown = text if len(text) <= 40 else text[:37] + "..."
         raise ValueError(f"{shown!r} is not a UTC instant like 2026-01-02T02:00:00Z")
     year, month, day, hour, minute, second = (int(g) for g in match.groups())
+    if not FIRST_YEAR <= year <= LAST_YEAR:
+        raise ValueError(f"{text!r} is outside the years {FIRST_YEAR}-{LAST_YEAR}")
     try:
         return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
     except ValueError as exc:
         raise ValueError(f"{text!r} is not a valid UTC instant: {exc}") from None
+
+
+def is_instant(text: object) -> bool:
+    """Whether `text` is an instant as `format_utc` writes it (a fire record's node name)."""
+    try:
+        parse_utc(text)  # type: ignore[arg-type]
+    except ValueError:
+        return False
+    return True
 
 
 def fire_key(job: str, instant: datetime) -> str:

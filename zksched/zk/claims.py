@@ -21,11 +21,14 @@ import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
 
+from zksched.core.fire.model import FUTURE_MARGIN
+from zksched.core.firekey import format_utc, is_instant
 from zksched.core.fires import FireRecord
 from zksched.core.znodedata import load_object
 from zksched.zk.connection import wait
@@ -159,7 +162,10 @@ class FireClaims:
             # never inside a skip range another member recorded meanwhile: the record just
             # after the instant is the only one whose range can cover it
             children = wait(self._client.get_children_async(folder), self._timeout)
-            newer = sorted(c for c in children if c > record.scheduled)
+            # records are named by past instants: a name that is none, or one from the
+            # future, is somebody else's doing and covers nothing
+            latest = format_utc(datetime.now(UTC) + timedelta(seconds=FUTURE_MARGIN))
+            newer = sorted(c for c in children if record.scheduled < c <= latest and is_instant(c))
             if (
                 record.scheduled not in children
                 and newer
@@ -193,7 +199,7 @@ class FireClaims:
             found = self.read(job, node)
         except NoNodeError:
             return False
-        if found is None or found.state != "skipped":
+        if found is None or found.state != "skipped" or (found.job, found.scheduled) != (job, node):
             return False
         covers_from = found.extra.get("covers_from")
         return isinstance(covers_from, str) and covers_from <= instant

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 
+from zksched.core.firekey import is_instant
 from zksched.core.fires import FireRecord
 from zksched.zk.claims import AlreadyClaimed, Claimed, FireClaims
 from zksched.zk.connection import wait
@@ -84,7 +85,9 @@ class Redelivery:
         live = {name.rsplit("@", 1)[0] for name in markers}
         with self._mutex:
             final = {n for n in self._final.get(job, ()) if n >= since}
-        candidates = sorted(n for n in names if n >= since and n not in live and n not in final)
+        candidates = sorted(
+            n for n in names if n >= since and n not in live and n not in final and is_instant(n)
+        )
         candidates = candidates[-MAX_ORPHAN_READS:]
         reads = [(n, self._client.get_async(self._paths.fire(job, n))) for n in candidates]
         found = []

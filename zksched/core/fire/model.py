@@ -341,6 +341,10 @@ Action = (
 
 # -- settings ---------------------------------------------------------------------------------
 
+# Records named past now + this (seconds) are from the future: fires are claimed at their
+# instant, so only clocks' skew puts a real one ahead. Ignored, and reported by `audit`.
+FUTURE_MARGIN = 5.0
+
 
 @dataclass(frozen=True, slots=True)
 class FireTunables:
@@ -351,6 +355,6 @@ class FireTunables:
     lease_wait_max: float = 30.0  # wait at most this long for another holder to let go
     late_claim_age: float = 1.0  # a claim this late checks the pruning horizon
     retry_interval: float = 0.5  # a failed read, lease take or unknown claim is tried again
-    future_margin: float = 5.0  # records beyond now + this are from the future: ignored
+    future_margin: float = FUTURE_MARGIN
     on_session_loss: Literal["terminate", "continue"] = "terminate"
     orphan_interval: float = 10.0  # at-least-once: look for orphaned claims this often
