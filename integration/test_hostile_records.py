@@ -81,6 +81,8 @@ def as_bytes(value: Any) -> bytes:
 def no_traceback(result: Any) -> None:
     assert "Traceback" not in result.stderr, result.stderr
     assert result.returncode in (0, 1, 2), (result.returncode, result.stderr)
+    shown = result.stdout + result.stderr  # nothing a terminal would act on
+    assert not any(c in shown for c in "\x1b\x07\x08\r\u202e"), shown[-2000:]
 
 
 def test_hostile_records_never_stop_the_daemon_or_the_commands(
@@ -149,10 +151,9 @@ def test_hostile_records_never_stop_the_daemon_or_the_commands(
     )
     def inject(job_record: Any, blob: bytes, member: bytes, fire: bytes, trigger: bytes) -> None:
         n = next(counter)
+        updated_at = "2026-01-01T00:00:00Z" if n % 2 else "\x1b]0;pwned\x07\u202e"
         # a wrong-shaped record for one job (its bucket stays valid JSON)
-        store.update(
-            lambda t: {**t, "victim": StoredJob("victim", job_record, "2026-01-01T00:00:00Z")}
-        )
+        store.update(lambda t: {**t, "victim": StoredJob("victim", job_record, updated_at)})
         # a bucket of random bytes named by the root, next to the valid ones
         bad_id = blob_id(blob + str(n).encode())
         root = store.read_root()

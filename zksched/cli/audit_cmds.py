@@ -11,7 +11,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from zksched.cli.context import CliContext
 from zksched.cli.errors import EXIT_FAILURE, CliFailure, invalid
 from zksched.cli.main import cli
-from zksched.cli.output import echo_json, echo_table
+from zksched.cli.output import echo_json, echo_table, say
 from zksched.core.audit import AuditReport, JobAudit, JobHistory, audit_cluster
 from zksched.core.jobtable import parse_stored
 from zksched.core.owners import OwnerTable
@@ -74,7 +74,7 @@ def _listed(instants: list[str]) -> str:
 
 def _echo_text(report: AuditReport) -> None:
     if not report.jobs:
-        click.echo("no jobs in the table")
+        say("no jobs in the table")
     else:
         echo_table(
             ["JOB", "EXPECTED", "RAN", "GAPS", "DUPLICATES", "ABANDONED", "SKIPPED", "PROBLEMS"],
@@ -96,12 +96,12 @@ def _echo_text(report: AuditReport) -> None:
         _echo_details(job)
     totals = report.totals()
     if report.clean:
-        click.echo(
+        say(
             f"audit clean: {len(report.jobs)} jobs, {totals['ran']} runs, "
             f"{totals['expected']} expected instants all covered, no duplicates"
         )
     else:
-        click.echo(
+        say(
             f"audit FAILED: {totals['gaps']} gaps, {totals['duplicates']} duplicates, "
             f"{totals['abandoned']} abandoned, {totals['problems']} problems "
             f"over {len(report.jobs)} jobs"
@@ -110,18 +110,18 @@ def _echo_text(report: AuditReport) -> None:
 
 def _echo_details(job: JobAudit) -> None:
     if job.duplicates:
-        click.echo(f"{job.name}: DUPLICATE (claimed twice): {_listed(job.duplicates)}")
+        say(f"{job.name}: DUPLICATE (claimed twice): {_listed(job.duplicates)}")
     if job.gaps:
-        click.echo(f"{job.name}: gap (no record covers it): {_listed(job.gaps)}")
+        say(f"{job.name}: gap (no record covers it): {_listed(job.gaps)}")
     if job.abandoned:
-        click.echo(
+        say(
             f"{job.name}: abandoned (claimed, its member died before recording a result): "
             f"{_listed(job.abandoned)}"
         )
     for problem in job.problems[:SHOWN]:
-        click.echo(f"{job.name}: {problem}")
+        say(f"{job.name}: {problem}")
     if len(job.problems) > SHOWN:
-        click.echo(f"{job.name}: … {len(job.problems) - SHOWN} more problems")
+        say(f"{job.name}: … {len(job.problems) - SHOWN} more problems")
 
 
 @cli.command()

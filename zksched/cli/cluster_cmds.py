@@ -14,7 +14,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from zksched.cli.context import CliContext, check_acls
 from zksched.cli.errors import EXIT_INVALID, CliFailure, invalid
 from zksched.cli.main import cli
-from zksched.cli.output import echo_json, echo_table
+from zksched.cli.output import echo_json, echo_table, say
 from zksched.core.config import pattern_problem
 from zksched.core.jobtable import parse_stored
 from zksched.core.names import name_problem, parse_label
@@ -170,7 +170,7 @@ def _check_acls_at_start(ctx: CliContext) -> None:
     except CliFailure as exc:
         if exc.exit_code == EXIT_INVALID:
             raise
-        click.echo(f"zksched: could not check the nodes' ACLs yet ({exc})", err=True)
+        say(f"zksched: could not check the nodes' ACLs yet ({exc})", err=True)
 
 
 def read_members(ctx: CliContext) -> tuple[MemberSnapshot, dict[str, ClockReading | None]]:
@@ -213,7 +213,7 @@ def members(ctx: CliContext, as_json: bool, max_offset: float) -> None:
     if as_json:
         echo_json(records)
     elif not records:
-        click.echo(f"no live members in cluster {ctx.client_id}")
+        say(f"no live members in cluster {ctx.client_id}")
     else:
         echo_table(
             ["MEMBER", "HOST", "PID", "LABELS", "JOINED", "OFFSET", "ZNODE"],
@@ -233,7 +233,7 @@ def members(ctx: CliContext, as_json: bool, max_offset: float) -> None:
     for record in records:
         offset = record["clock_offset_ms"]
         if offset is not None and abs(offset) > max_offset * 1000:
-            click.echo(
+            say(
                 f"warning: member {record['member_id']}'s clock is {abs(offset) / 1000:.1f}s "
                 f"{'ahead of' if offset > 0 else 'behind'} ZooKeeper's "
                 f"(more than --max-offset {max_offset:g}s)",
@@ -242,7 +242,7 @@ def members(ctx: CliContext, as_json: bool, max_offset: float) -> None:
     if as_json:
         return
     for znode, why in snapshot.invalid.items():
-        click.echo(f"warning: member znode {znode} ignored: {why}", err=True)
+        say(f"warning: member znode {znode} ignored: {why}", err=True)
 
 
 @cli.command()

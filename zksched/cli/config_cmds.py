@@ -10,6 +10,7 @@ import click
 
 from zksched.cli.errors import EXIT_INVALID, CliFailure
 from zksched.cli.main import cli
+from zksched.cli.output import say
 from zksched.core.config import (
     DEFAULT_CONFIG_PATH,
     MAX_CONFIG_BYTES,
@@ -72,19 +73,19 @@ def check_config(file: str) -> None:
         config = load_config_file(file)
     except ConfigError as exc:
         for problem in exc.problems:
-            click.echo(str(problem), err=True)
+            say(str(problem), err=True)
         count = len(exc.problems)
         raise CliFailure(
             f"{file}: {count} problem{'s' if count != 1 else ''} found", EXIT_INVALID
         ) from None
     if _secret_readable_by_others(file, config):
-        click.echo(
+        say(
             f"warning: {file} holds a ZooKeeper credential (auth) and is readable by group or "
             "others; chmod 600 it",
             err=True,
         )
     keys = len(config.options) + len(config.run)
-    click.echo(f"{file}: OK ({keys} key{'s' if keys != 1 else ''} set)")
+    say(f"{file}: OK ({keys} key{'s' if keys != 1 else ''} set)")
 
 
 def default_config_path() -> str | None:

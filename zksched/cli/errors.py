@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from zksched.cli.output import say
+
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_INVALID = 2
@@ -18,7 +20,7 @@ class CliFailure(click.ClickException):
         self.exit_code = exit_code
 
     def show(self, file: object = None) -> None:
-        click.echo(f"zksched: {self.format_message()}", err=True)
+        say(f"zksched: {self.format_message()}", err=True)
 
 
 def invalid(message: str) -> CliFailure:

@@ -9,7 +9,7 @@ import click
 
 from zksched.cli.context import CliContext
 from zksched.cli.jobs_cmds import _entry, cluster, jobs
-from zksched.cli.output import echo_json, echo_table
+from zksched.cli.output import echo_json, echo_table, say
 
 
 @jobs.command()
@@ -38,7 +38,7 @@ def history(ctx: CliContext, name: str, limit: int, as_json: bool) -> None:
         echo_json(rows)
         return
     if not rows:
-        click.echo(f"no fire records for {name}")
+        say(f"no fire records for {name}")
         return
     echo_table(
         ["SCHEDULED", "STATE", "KIND", "MEMBER", "EXIT", "STARTED", "FINISHED", "TOKEN"],

@@ -19,7 +19,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from zksched.cli.context import CliContext, check_acls
 from zksched.cli.errors import EXIT_INVALID, CliFailure, invalid
 from zksched.cli.main import cli
-from zksched.cli.output import echo_json, echo_table
+from zksched.cli.output import echo_json, echo_table, say
 from zksched.core.firekey import format_utc
 from zksched.core.fires import FireRecord
 from zksched.core.jobspec import JobSpecError, load_job_file
@@ -98,7 +98,7 @@ def _table_to_replace(store: JobStore, file: str) -> tuple[TableRoot, dict[str, 
     try:
         return store.read_table()
     except CorruptTable as exc:
-        click.echo(
+        say(
             f"zksched: warning: {exc}; replacing the whole table with the jobs of {file}",
             err=True,
         )
@@ -155,7 +155,7 @@ def apply(ctx: CliContext, file: str, prune: bool, dry_run: bool, as_json: bool)
         desired = load_job_file(file)
     except JobSpecError as exc:
         for problem in exc.problems:
-            click.echo(str(problem), err=True)
+            say(str(problem), err=True)
         raise CliFailure(
             f"{file}: {len(exc.problems)} problem(s); nothing was changed", EXIT_INVALID
         ) from None
@@ -192,18 +192,18 @@ def apply(ctx: CliContext, file: str, prune: bool, dry_run: bool, as_json: bool)
         return
     for verb in ("created", "updated", "unchanged", "deleted"):
         for name in result[verb]:
-            click.echo(f"{'would be ' if dry_run and verb != 'unchanged' else ''}{verb:<9} {name}")
+            say(f"{'would be ' if dry_run and verb != 'unchanged' else ''}{verb:<9} {name}")
     for name in plan.kept:
         why = (
             "a function job: the apps that register it own it; `jobs delete` deletes it"
             if is_function_job(current[name])
             else "not in the file; --prune deletes it"
         )
-        click.echo(f"kept      {name} ({why})")
+        say(f"kept      {name} ({why})")
     summary = ", ".join(
         f"{len(result[v])} {v}" for v in ("created", "updated", "unchanged", "deleted")
     )
-    click.echo(("dry run: " if dry_run else "") + summary)
+    say(("dry run: " if dry_run else "") + summary)
 
 
 # -- reading -------------------------------------------------------------------------------
@@ -262,7 +262,7 @@ def list_jobs(ctx: CliContext, as_json: bool, show_all: bool) -> None:
         echo_json(rows)
         return
     if not rows:
-        click.echo(f"no jobs in cluster {ctx.client_id}")
+        say(f"no jobs in cluster {ctx.client_id}")
         return
     echo_table(
         ["NAME", "KIND", "SCHEDULE", "TZ", "PAUSED", "OWNER", "NEXT", "LAST"],
@@ -312,7 +312,7 @@ def show(ctx: CliContext, name: str, as_json: bool) -> None:
         return
     for key in sorted(row):
         value = row[key]
-        click.echo(f"{key + ':':<16} {value if value is not None else '-'}")
+        say(f"{key + ':':<16} {value if value is not None else '-'}")
 
 
 # -- changing one job ------------------------------------------------------------------------
@@ -344,7 +344,7 @@ def _change_one(ctx: CliContext, name: str, verb: str) -> None:
         if verb == "delete":
             FireClaims(client, ctx.paths, ctx.connect_timeout).delete_job(name)
     done = {"pause": "paused", "resume": "resumed", "delete": "deleted"}[verb]
-    click.echo(outcome.get("noop") or f"{name} {done}")
+    say(outcome.get("noop") or f"{name} {done}")
 
 
 @jobs.command()
@@ -385,6 +385,6 @@ def trigger(ctx: CliContext, name: str) -> None:
             name, f"{socket.gethostname()}-{os.getpid()}"
         )
     if owner is None:
-        click.echo(f"triggered {name}; no eligible member is live, it runs when one joins")
+        say(f"triggered {name}; no eligible member is live, it runs when one joins")
     else:
-        click.echo(f"triggered {name}; its owner {owner} runs it now")
+        say(f"triggered {name}; its owner {owner} runs it now")

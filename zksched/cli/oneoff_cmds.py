@@ -10,6 +10,7 @@ import click
 from zksched.cli.context import CliContext
 from zksched.cli.errors import EXIT_INVALID, CliFailure, invalid
 from zksched.cli.jobs_cmds import _check_name, jobs, zk_errors
+from zksched.cli.output import say
 from zksched.core.durations import parse_duration
 from zksched.core.jobspec import JobSpec, JobSpecError
 from zksched.core.jobtable import StoredJob
@@ -121,4 +122,4 @@ def at_command(
     with ctx.client() as client, zk_errors():
         JobStore(client, ctx.paths, ctx.connect_timeout).update(add)
     local = instant.astimezone(load_zone(timezone))
-    click.echo(f"{name}: runs once at {local.isoformat()} on one member")
+    say(f"{name}: runs once at {local.isoformat()} on one member")

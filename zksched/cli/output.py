@@ -34,3 +34,9 @@ def printable(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def say(text: object = "", err: bool = False) -> None:
+    """`click.echo` for every line the CLI writes: it may carry values read from ZooKeeper
+    (names, states, errors, reasons), so each line is made printable."""
+    click.echo("\n".join(printable(line) for line in str(text).split("\n")), err=err)

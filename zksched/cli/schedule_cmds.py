@@ -10,6 +10,7 @@ import click
 
 from zksched.cli.errors import EXIT_INVALID, CliFailure, invalid
 from zksched.cli.main import cli
+from zksched.cli.output import say
 from zksched.core.jobspec import MAX_FILE_BYTES, JobSpec, JobSpecError, load_job_file
 from zksched.core.jobspec import parse_job_file as _parse_job_file
 from zksched.core.schedule import Schedule, ScheduleError, next_fires
@@ -44,7 +45,7 @@ def check_command(file: str) -> None:
         source, jobs = _load(file)
     except JobSpecError as exc:
         for problem in exc.problems:
-            click.echo(_printable(str(problem), sys.stderr), err=True)
+            say(_printable(str(problem), sys.stderr), err=True)
         count = len(exc.problems)
         name = "<stdin>" if file == "-" else file
         raise CliFailure(
@@ -52,10 +53,10 @@ def check_command(file: str) -> None:
             EXIT_INVALID,
         ) from None
     count = len(jobs)
-    click.echo(_printable(f"{source}: {count} job{'s' if count != 1 else ''} OK", sys.stdout))
+    say(_printable(f"{source}: {count} job{'s' if count != 1 else ''} OK", sys.stdout))
     for name, spec in jobs.items():  # what month-dependent day forms and @at mean
         for line in spec.schedule_obj.explain():
-            click.echo(_printable(f"  {name}: {line}", sys.stdout))
+            say(_printable(f"  {name}: {line}", sys.stdout))
 
 
 def _parse_after(text: str | None, timezone: str) -> datetime:
@@ -122,9 +123,9 @@ def next_command(
     zone = load_zone(timezone)
     lines = [instant.astimezone(zone).isoformat() for instant in fires]
     if as_json:
-        click.echo(json.dumps(lines))
+        say(json.dumps(lines))
     else:
         for line in schedule.explain():  # on stderr: the instants stay one a line on stdout
-            click.echo(f"# {line}", err=True)
+            say(f"# {line}", err=True)
         for line in lines:
-            click.echo(line)
+            say(line)

@@ -14,7 +14,7 @@ import click
 from zksched.cli.context import CliContext
 from zksched.cli.jobs_cmds import cluster, job_row
 from zksched.cli.main import cli
-from zksched.cli.output import echo_json, echo_table
+from zksched.cli.output import echo_json, echo_table, say
 from zksched.zk.clocks import read_clocks
 
 
@@ -58,11 +58,11 @@ def status(ctx: CliContext, as_json: bool) -> None:
         )
         return
     disabled = sum(1 for r in jobs if r["error"])
-    click.echo(
+    say(
         f"cluster {ctx.client_id}: {len(members)} members, {len(jobs)} jobs"
         + (f" ({disabled} disabled)" if disabled else "")
     )
-    click.echo()
+    say()
     if members:
         echo_table(
             ["MEMBER", "HOST", "LABELS", "JOBS", "OFFSET", "JOINED"],
@@ -79,8 +79,8 @@ def status(ctx: CliContext, as_json: bool) -> None:
             ],
         )
     else:
-        click.echo("no live members: nothing runs")
-    click.echo()
+        say("no live members: nothing runs")
+    say()
     if jobs:
         echo_table(
             ["JOB", "SCHEDULE", "TZ", "OWNER", "NEXT", "LAST"],
@@ -97,6 +97,6 @@ def status(ctx: CliContext, as_json: bool) -> None:
             ],
         )
     else:
-        click.echo("no jobs")
+        say("no jobs")
     for warning in warnings:
-        click.echo(f"warning: {warning}", err=True)
+        say(f"warning: {warning}", err=True)
