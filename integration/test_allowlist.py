@@ -64,7 +64,8 @@ def test_a_refused_job_moves_to_a_member_that_allows_it(
         10,
         what="the strict member reports the refusal",
     )
-    assert "'/bin/sh' is not in this member's allowed_commands" in skips[0]["detail"]
+    detail = skips[0]["detail"]
+    assert detail == f"'/bin/sh' is not in this member's allowed_commands; {LENIENT} runs it"
     assert not [e for e in strict.events("fire") if e["job"] == name]
     assert jobs_list(zk, client_id)[name]["owner"] == LENIENT
 
@@ -130,10 +131,19 @@ def test_the_allow_list_cannot_be_bypassed_through_the_job(
     time.sleep(2.0)
     assert "ran" not in out.read_text()
     listed = jobs_list(zk, client_id)
-    for name in ("preload", "own-path", "bare", "relative"):
+    for name, why in (
+        ("preload", "the job sets LD_PRELOAD in its env"),
+        ("own-path", "the job sets PATH in its env"),
+        ("bare", "'evil' is not an absolute path"),
+        ("relative", "'bin/evil' is not an absolute path"),
+    ):
         assert listed[name]["owner"] is None, listed[name]
         assert listed[name]["owner_note"] == "no member allows this command"
         assert not [e for e in strict.events("fire") if e["job"] == name]
+        skips = [e for e in strict.events("skip") if e["job"] == name]  # the real reason
+        assert [e["reason"] for e in skips] == ["command-not-allowed"], skips
+        assert skips[0]["detail"].startswith(why), skips[0]["detail"]
+        assert skips[0]["detail"].endswith("; no member allows it: it does not run")
     assert listed["allowed"]["owner"] == STRICT
 
     for pattern in ("sh", "bin/*"):

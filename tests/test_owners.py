@@ -545,6 +545,11 @@ def test_command_allowed(patterns: list[str] | None, program: str, allowed: bool
         "DYLD_INSERT_LIBRARIES",
         "GCONV_PATH",
         "JAVA_TOOL_OPTIONS",
+        "OPENSSL_CONF",  # loads an engine (a shared object) into anything linked to OpenSSL
+        "GIT_SSH_COMMAND",
+        "LUA_INIT",
+        "GLIBC_TUNABLES",
+        "ZDOTDIR",
     ],
 )
 def test_a_job_setting_a_loader_variable_is_refused_by_an_allow_list(name: str) -> None:

@@ -48,7 +48,10 @@ def _allow_list_regex(patterns: tuple[str, ...]) -> re.Pattern[str]:
 
 # Environment variables that change what an allowed program loads or runs: a job may not set
 # them on a member with an allow-list (LD_PRELOAD would run any code inside /usr/bin/true).
-LOADER_PREFIXES = ("LD_", "DYLD_", "PYTHON", "PERL", "RUBY", "BASH_FUNC_", "GCONV_", "NODE_")
+LOADER_PREFIXES = (
+    *("LD_", "DYLD_", "PYTHON", "PERL", "RUBY", "BASH_FUNC_", "GCONV_", "NODE_"),
+    *("OPENSSL_", "GIT_", "LUA_", "GTK_", "QT_"),  # config that loads modules or runs helpers
+)
 LOADER_VARIABLES = frozenset(
     {
         "PATH",
@@ -65,6 +68,10 @@ LOADER_VARIABLES = frozenset(
         "JDK_JAVA_OPTIONS",
         "HOSTALIASES",
         "TCLLIBPATH",
+        "ZDOTDIR",
+        "GLIBC_TUNABLES",
+        "PHPRC",
+        "PHP_INI_SCAN_DIR",
     }
 )
 

@@ -31,6 +31,7 @@ from zksched.core.fire import model as m
 from zksched.core.fire.member import MemberFireCore
 from zksched.core.firekey import fire_key, parse_utc
 from zksched.core.jobspec import JobSpec
+from zksched.core.owners import command_refusal
 from zksched.runtime.attempts import AttemptLog, after_claim
 from zksched.runtime.clock import Clock
 from zksched.runtime.cluster import ClusterMembership
@@ -393,8 +394,11 @@ class FireEngine:
                 continue
             if not view.owns_job(name, spec) and view.owns(name, spec.labels):
                 self._refused.add((name, program))
+                why = command_refusal(self._settings.allowed_commands, program, spec.env)
+                runner = view.table.job_owner(name, spec)
                 self._skips.skip(
                     name,
                     "command-not-allowed",
-                    f"{program!r} is not in this member's allowed_commands; another member runs it",
+                    f"{why or 'refused'}; "
+                    + (f"{runner} runs it" if runner else "no member allows it: it does not run"),
                 )
