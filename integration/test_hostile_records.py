@@ -220,6 +220,7 @@ def test_hostile_records_never_stop_the_daemon_or_the_commands(
     listed = json.loads(run_cli(zk, client_id, "jobs", "list", "--json").stdout)
     steady = next(r for r in listed if r["name"] == "steady")
     assert steady["error"] is None and steady["owner"] == daemon.member_id
+    assert steady["last_scheduled"] < ahead  # a record from the future is no last result
     report = json.loads(run_cli(zk, client_id, "audit", "--json").stdout)
     assert report["clean"] is False  # garbage records are reported, not ignored
     problems = next(j["problems"] for j in report["jobs"] if j["name"] == "steady")

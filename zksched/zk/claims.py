@@ -162,10 +162,7 @@ class FireClaims:
             # never inside a skip range another member recorded meanwhile: the record just
             # after the instant is the only one whose range can cover it
             children = wait(self._client.get_children_async(folder), self._timeout)
-            # records are named by past instants: a name that is none, or one from the
-            # future, is somebody else's doing and covers nothing
-            latest = format_utc(datetime.now(UTC) + timedelta(seconds=FUTURE_MARGIN))
-            newer = sorted(c for c in children if record.scheduled < c <= latest and is_instant(c))
+            newer = sorted(c for c in recorded(children) if c > record.scheduled)
             if (
                 record.scheduled not in children
                 and newer
@@ -337,8 +334,9 @@ class FireClaims:
                 children = wait(result, self._timeout)
             except NoNodeError:
                 continue
-            if children:
-                newest[job] = max(children)
+            named = recorded(children)
+            if named:
+                newest[job] = max(named)
         reads = [(j, self._client.get_async(self._paths.fire(j, i))) for j, i in newest.items()]
         return self._decode_all(reads)
 
@@ -414,6 +412,14 @@ class FireClaims:
 
 
 UNREADABLE_HORIZON = "~"  # sorts after every instant: anything may have been pruned
+
+
+def recorded(children: list[str]) -> list[str]:
+    """The children of a fire folder that can be records: records are named by past
+    instants, so a name that is none, or one from the future, is somebody else's doing (it
+    covers nothing, and is no job's last result)."""
+    latest = format_utc(datetime.now(UTC) + timedelta(seconds=FUTURE_MARGIN))
+    return [c for c in children if c <= latest and is_instant(c)]
 
 
 def _horizon(raw: bytes) -> str | None:

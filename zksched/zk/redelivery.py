@@ -24,9 +24,8 @@ from dataclasses import dataclass
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 
-from zksched.core.firekey import is_instant
 from zksched.core.fires import FireRecord
-from zksched.zk.claims import AlreadyClaimed, Claimed, FireClaims
+from zksched.zk.claims import AlreadyClaimed, Claimed, FireClaims, recorded
 from zksched.zk.connection import wait
 from zksched.zk.paths import ClusterPaths
 
@@ -86,7 +85,7 @@ class Redelivery:
         with self._mutex:
             final = {n for n in self._final.get(job, ()) if n >= since}
         candidates = sorted(
-            n for n in names if n >= since and n not in live and n not in final and is_instant(n)
+            n for n in recorded(names) if n >= since and n not in live and n not in final
         )
         candidates = candidates[-MAX_ORPHAN_READS:]
         reads = [(n, self._client.get_async(self._paths.fire(job, n))) for n in candidates]
