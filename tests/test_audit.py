@@ -170,6 +170,14 @@ def test_unreadable_records_cover_their_node_and_are_problems() -> None:
     assert result.problems == [f"unreadable fire record {iso(2)!r}"]
 
 
+def test_records_after_the_span_are_not_counted_as_runs_yet() -> None:
+    """`RAN 66, EXPECTED 64`: runs inside the grace were counted, their instants were not."""
+    result = audit_job(history([fire(1), fire(2), fire(3), fire(4)]), LIVE, None, now_after(2))
+    assert result.runs == [iso(1), iso(2)] and result.expected == 2 and result.clean
+    doubled = [fire(1), fire(2), fire(4), fire(4, node=iso(4) + "x")]  # claimed twice
+    assert audit_job(history(doubled), LIVE, None, now_after(2)).duplicates == [iso(4)]
+
+
 def test_a_record_from_the_future_is_a_problem_and_counts_for_nothing() -> None:
     """Issue 19: one record named years ahead made its job's new owner skip a thousand
     instants that had not happened; the daemons now ignore it, and the audit reports it."""
@@ -180,7 +188,7 @@ def test_a_record_from_the_future_is_a_problem_and_counts_for_nothing() -> None:
     near = fire(5)  # within the clocks' margin of now: an ordinary record
     result = audit_job(history([fire(1), fire(2), fire(3), near, future]), LIVE, None, now)
     assert result.problems == [f"fire record {node!r} is from the future: the daemons ignore it"]
-    assert result.runs == [iso(1), iso(2), iso(3), iso(5)] and result.gaps == []
+    assert result.runs == [iso(1), iso(2), iso(3)] and result.gaps == []  # 5: after the span
 
 
 def test_records_with_wrong_field_types_count_as_unreadable() -> None:

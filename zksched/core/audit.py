@@ -274,6 +274,8 @@ def audit_job(
         if start is not None and scheduled <= start:
             continue
         claims[scheduled] += 1
+        if scheduled > until:
+            continue  # after the span (the grace): counted next time, like its instant
         if record.state == "skipped":
             reason = record.skip_reason or "unknown"
             result.skipped[reason] = result.skipped.get(reason, 0) + _skip_count(record)
