@@ -5,6 +5,7 @@ of a live cluster: members, the job table (root and blobs), fire records, locks,
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -174,6 +175,35 @@ def test_nodes_others_made_before_are_refused_by_name(
     stranger.delete(f"{chroot}/zksched/{client_id}", recursive=True)
     done = run_cli(hosts, client_id, "jobs", "apply", str(jobfile))
     assert done.returncode == 0, done.stderr
+
+
+def test_every_command_that_writes_refuses_open_nodes(
+    zk: str, client_id: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cluster made without auth: with --auth, not only `jobs apply` and `run` but every
+    command that writes refuses it (a pause that succeeded read as proof of protection)."""
+    jobfile = tmp_path / "jobs.toml"
+    jobfile.write_text('[jobs.x]\nschedule = "@hourly"\ncommand = ["/bin/true"]\n')
+    assert run_cli(zk, client_id, "jobs", "apply", str(jobfile)).returncode == 0  # open
+
+    def table() -> list[tuple[str, bool]]:
+        rows = json.loads(run_cli(zk, client_id, "jobs", "list", "--all", "--json").stdout)
+        return [(r["name"], r["paused"]) for r in rows]
+
+    assert table() == [("x", False)]
+    monkeypatch.setenv("ZKSCHED_AUTH", CREDENTIAL)
+    for args in (
+        ("jobs", "pause", "x"),
+        ("jobs", "resume", "x"),
+        ("jobs", "delete", "x"),
+        ("jobs", "trigger", "x"),
+        ("jobs", "at", "+1h", "once", "--", "/bin/true"),
+    ):
+        refused = run_cli(zk, client_id, *args)
+        assert refused.returncode == 2, (args, refused.stderr)
+        assert "may be changed by world:anyone" in refused.stderr, refused.stderr
+    monkeypatch.delenv("ZKSCHED_AUTH")
+    assert table() == [("x", False)]  # nothing changed, no one-off added
 
 
 def test_an_app_refuses_a_leader_folder_others_made(

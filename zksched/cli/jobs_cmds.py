@@ -339,6 +339,7 @@ def _change_one(ctx: CliContext, name: str, verb: str) -> None:
         return table
 
     with ctx.client() as client, zk_errors():
+        check_acls(ctx, client)
         store = JobStore(client, ctx.paths, ctx.connect_timeout)
         store.update(change)
         if verb == "delete":
@@ -381,6 +382,7 @@ def trigger(ctx: CliContext, name: str) -> None:
         if entry.spec is None:
             raise CliFailure(f"job {name!r} is disabled: {entry.error}", EXIT_INVALID)
         owner = c.owner(entry)
+        check_acls(ctx, c.client)
         Triggers(c.client, ctx.paths, ctx.connect_timeout).request(
             name, f"{socket.gethostname()}-{os.getpid()}"
         )

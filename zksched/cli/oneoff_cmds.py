@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import click
 
-from zksched.cli.context import CliContext
+from zksched.cli.context import CliContext, check_acls
 from zksched.cli.errors import EXIT_INVALID, CliFailure, invalid
 from zksched.cli.jobs_cmds import _check_name, jobs, zk_errors
 from zksched.cli.output import say
@@ -120,6 +120,7 @@ def at_command(
         return table
 
     with ctx.client() as client, zk_errors():
+        check_acls(ctx, client)
         JobStore(client, ctx.paths, ctx.connect_timeout).update(add)
     local = instant.astimezone(load_zone(timezone))
     say(f"{name}: runs once at {local.isoformat()} on one member")

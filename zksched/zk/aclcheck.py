@@ -80,5 +80,6 @@ def refusal(problems: list[str], user: str) -> str:
         "refusing to use nodes that others may change (they were not made with --auth): "
         + "; ".join(problems)
         + f". Delete them with an admin credential, or give each the ACL "
-        f"digest:{user}:<digest>:cdrwa,world:anyone:r, then try again"
+        f"digest:{user}:<digest>:cdrwa,world:anyone:r (<digest>: base64 of the SHA-1 of "
+        f"{user}:PASSWORD), then try again"
     )
