@@ -267,7 +267,8 @@ def owners(ctx: CliContext, jobs: tuple[str, ...], as_json: bool) -> None:
     entries = {name: parse_stored(job) for name, job in stored.items()}
     missing = [name for name in jobs if name not in entries]
     if missing:
-        raise CliFailure(f"no job named {', '.join(map(repr, missing))} in cluster", EXIT_INVALID)
+        named = ", ".join(map(repr, missing))
+        raise CliFailure(f"no job named {named} in cluster {ctx.client_id}", EXIT_INVALID)
     table = OwnerTable(snapshot.members)
     rows = []
     for name in list(jobs) or sorted(entries):

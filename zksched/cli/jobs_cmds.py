@@ -136,7 +136,7 @@ def _entry(c: Cluster, name: str) -> JobEntry:
     _check_name(name)
     entry = c.entries.get(name)
     if entry is None:
-        raise CliFailure(f"no job named {name!r} in cluster", EXIT_INVALID)
+        raise CliFailure(f"no job named {name!r} in cluster {c.paths.client_id}", EXIT_INVALID)
     return entry
 
 
@@ -325,7 +325,7 @@ def _change_one(ctx: CliContext, name: str, verb: str) -> None:
     def change(table: dict[str, StoredJob]) -> dict[str, StoredJob]:
         stored = table.get(name)
         if stored is None:
-            raise CliFailure(f"no job named {name!r} in cluster", EXIT_INVALID)
+            raise CliFailure(f"no job named {name!r} in cluster {ctx.client_id}", EXIT_INVALID)
         if verb == "delete":
             del table[name]
             return table
