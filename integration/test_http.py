@@ -305,6 +305,8 @@ def test_slow_clients_cannot_starve_the_probes(daemons: Start) -> None:
             conn = socket.create_connection((host, int(port)), timeout=5)
             conn.sendall(b"GET /metrics HTTP/1.0\r\n")
             slow.append(conn)
+        # their address holds all its slots: a request beyond them is told so, not dropped
+        wait_until(lambda: get(base + "/metrics")[0] == 503, 5, what="a 503 for a busy address")
         worst = 0.0
         until = time.monotonic() + 8
         while time.monotonic() < until:

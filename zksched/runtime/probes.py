@@ -143,14 +143,21 @@ class _ProbeServer(HTTPServer):
 
 
 class _Busy(Exception):
-    """No slot for this request: the connection is dropped."""
+    """No slot for this request: it is answered 503 and the connection dropped."""
+
+
+_BUSY_TEXT = b"too many requests at once from this address, or in all: try again\n"
+BUSY_RESPONSE = (
+    b"HTTP/1.0 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: text/plain\r\n"
+    b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(_BUSY_TEXT), _BUSY_TEXT)
+)
 
 
 class _DeadlineReader:
     """A request's input: its request line must arrive within LINE_DEADLINE, the whole
     request within REQUEST_DEADLINE (a client that sends a header line every few seconds
     cannot hold a slot for long). Once the request line is in, a request other than a probe
-    takes one of the slots (`_Slots`): none left for its address, and it is dropped; a probe
+    takes one of the slots (`_Slots`): none left for its address, and it is refused; a probe
     needs none, so slow clients cannot starve /healthz."""
 
     def __init__(self, raw: Any, handler: _ProbeHandler) -> None:
@@ -194,6 +201,10 @@ class _ProbeHandler(BaseHTTPRequestHandler):
             return
         address = self.client_address[0] if isinstance(self.client_address, tuple) else ""
         if not self.server.slots.take(address):
+            # said, not just dropped: a scraper shows why (the client's socket may still be
+            # sending headers; the answer is small enough for any send buffer)
+            with contextlib.suppress(OSError):
+                self.wfile.write(BUSY_RESPONSE)
             raise _Busy(address)
         self.slot = address
 
