@@ -21,17 +21,15 @@ import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
 
-from zksched.core.fire.model import FUTURE_MARGIN
-from zksched.core.firekey import format_utc, is_instant
 from zksched.core.fires import FireRecord
 from zksched.core.znodedata import load_object
 from zksched.zk.connection import wait
+from zksched.zk.fire_reader import recorded
 from zksched.zk.paths import ClusterPaths
 
 log = logging.getLogger(__name__)
@@ -412,14 +410,6 @@ class FireClaims:
 
 
 UNREADABLE_HORIZON = "~"  # sorts after every instant: anything may have been pruned
-
-
-def recorded(children: list[str]) -> list[str]:
-    """The children of a fire folder that can be records: records are named by past
-    instants, so a name that is none, or one from the future, is somebody else's doing (it
-    covers nothing, and is no job's last result)."""
-    latest = format_utc(datetime.now(UTC) + timedelta(seconds=FUTURE_MARGIN))
-    return [c for c in children if c <= latest and is_instant(c)]
 
 
 def _horizon(raw: bytes) -> str | None:

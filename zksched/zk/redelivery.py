@@ -25,8 +25,9 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 
 from zksched.core.fires import FireRecord
-from zksched.zk.claims import AlreadyClaimed, Claimed, FireClaims, recorded
+from zksched.zk.claims import AlreadyClaimed, Claimed, FireClaims
 from zksched.zk.connection import wait
+from zksched.zk.fire_reader import recorded
 from zksched.zk.paths import ClusterPaths
 
 MAX_ORPHAN_READS = 200  # records read a planning, newest first (older ones stay abandoned)
