@@ -42,6 +42,16 @@ def test_malformed_records_are_refused(raw: bytes) -> None:
         FireRecord.from_json(raw)
 
 
+@pytest.mark.parametrize("attempt", [-5, 0, 2**31, 1.5, True, "2"])
+def test_an_attempt_out_of_range_makes_the_record_unreadable(attempt: object) -> None:
+    """An orphan recorded with attempt -5 ran again as attempt -4, and its failure raised in
+    the fire core's retry math: the job then stood still until a restart."""
+    data = json.loads(record().to_json())
+    with pytest.raises(ValueError, match="attempt"):
+        FireRecord.from_json(json.dumps({**data, "attempt": attempt}).encode())
+    assert FireRecord.from_json(json.dumps({**data, "attempt": 3}).encode()).attempt == 3
+
+
 def test_unknown_fields_are_ignored_for_forward_compatibility() -> None:
     data = record().to_json()[:-1] + b',"future":1}'
     assert FireRecord.from_json(data) == record()

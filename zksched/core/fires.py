@@ -92,13 +92,15 @@ class FireRecord:
             wrong.append("session")
         if not isinstance(data.get("extra", {}), dict):
             wrong.append("extra")
-        if "attempt" in data and type(data["attempt"]) is not int:
-            wrong.append("attempt")
+        if "attempt" in data and not (
+            type(data["attempt"]) is int and 1 <= data["attempt"] < 2**31
+        ):
+            wrong.append("attempt")  # attempts count from 1 (a negative one broke retries)
         attempts = data.get("attempts", [])
         if not (isinstance(attempts, list) and all(isinstance(a, dict) for a in attempts)):
             wrong.append("attempts")
         if wrong:
-            raise ValueError(f"fire record has wrong types for {', '.join(wrong)}")
+            raise ValueError(f"fire record has wrong types or ranges for {', '.join(wrong)}")
         return cls(**{k: v for k, v in data.items() if k in known})
 
     def with_changes(self, **changes: Any) -> FireRecord:
