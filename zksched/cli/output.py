@@ -8,6 +8,8 @@ from typing import Any
 
 import click
 
+from zksched.core.text import printable, printable_lines
+
 
 def echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
@@ -28,15 +30,7 @@ def _cell(value: Any) -> str:
     return printable(str(value))
 
 
-def printable(text: str) -> str:
-    """`text` with every character a terminal would act on (controls, escapes) shown as
-    `\\xNN`/`\\uNNNN`: values read from ZooKeeper may be hostile."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
 def say(text: object = "", err: bool = False) -> None:
     """`click.echo` for every line the CLI writes: it may carry values read from ZooKeeper
     (names, states, errors, reasons), so each line is made printable."""
-    click.echo("\n".join(printable(line) for line in str(text).split("\n")), err=err)
+    click.echo(printable_lines(str(text)), err=err)

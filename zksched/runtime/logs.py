@@ -8,6 +8,8 @@ import sys
 import time
 from typing import Any
 
+from zksched.core.text import printable_lines
+
 # Attributes every LogRecord has; anything else was passed with `extra=` and is structured data.
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
 
@@ -33,6 +35,10 @@ class JsonFormatter(logging.Formatter):
 class TextFormatter(logging.Formatter):
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)-7s %(name)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        # what a log line quotes (a lock holder's tag, a command's output) may be hostile
+        return printable_lines(super().format(record))
 
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
         return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + (
