@@ -428,3 +428,48 @@ def test_a_late_attempt_note_never_hides_the_result(kazoo: KazooClient, client_i
     assert stored is not None and stored.state == "ok"
     kazoo.delete(claimed.path)
     assert not claims.note_attempt(claimed, first, 2)
+
+
+@pytest.mark.parametrize(
+    "horizon",
+    [b"garbage", b'{"pruned_through": "zzz"}', b'{"pruned_through": "8999-01-01T00:00:00Z"}'],
+)
+def test_a_horizon_somebody_else_wrote_refuses_only_what_pruning_could_have_taken(
+    kazoo: KazooClient, client_id: str, horizon: bytes
+) -> None:
+    """A fire folder's horizon that is no instant of the past refused every late claim for
+    ever (at-least-once jobs never started, catch-ups and app claims were lost), and pruning
+    never replaced it. Pruning keeps a job's newest records, so only instants up to the
+    newest record are refused; the next prune writes a true horizon again."""
+    paths = ClusterPaths(client_id)
+    claims = FireClaims(kazoo, paths, 3.0)
+    instants = [f"2026-01-01T00:00:0{i}Z" for i in range(5)]
+    for i, instant in enumerate(instants):
+        claims.claim(record("j", instant, f"n{i}"))
+    kazoo.set(paths.job_fires("j"), horizon)
+    behind = claims.claim_late(record("j", instants[2], "again", member="m-2"))
+    assert isinstance(behind, AlreadyClaimed) and behind.pruned
+    after = claims.claim_late(record("j", "2026-01-01T00:00:09Z", "late"))
+    assert isinstance(after, Claimed)
+    assert claims.prune("j", instants[:2])
+    assert claims.pruned_through("j") == instants[1]  # a true horizon again
+
+
+def test_pruning_and_deleting_get_past_nodes_that_are_no_records(
+    kazoo: KazooClient, client_id: str
+) -> None:
+    """A node with children of its own under a fire folder made every prune fail (the
+    oldest record could not be deleted) and `jobs delete` leave the history behind; names
+    that are no instant are no history."""
+    paths = ClusterPaths(client_id)
+    claims = FireClaims(kazoo, paths, 3.0)
+    instants = [f"2026-01-01T00:00:0{i}Z" for i in range(1, 5)]
+    for i, instant in enumerate(instants):
+        claims.claim(record("j", instant, f"n{i}"))
+    kazoo.create(paths.fire("j", "2026-01-01T00:00:00Z") + "/child", b"", makepath=True)
+    kazoo.create(paths.fire("j", "zzz"), b"")
+    assert claims.instants("j") == ["2026-01-01T00:00:00Z", *instants]
+    assert claims.prune("j", ["2026-01-01T00:00:00Z", instants[0]])
+    assert claims.instants("j") == instants[1:]
+    claims.delete_job("j")
+    assert not kazoo.exists(paths.job_fires("j"))

@@ -90,3 +90,17 @@ def test_a_listed_job_is_pruned_once_over_what_it_keeps() -> None:
     assert history.may_prune(spec())
     history.forget("job")
     assert not history.may_prune(spec())  # forgotten: listed again only after new results
+
+
+def test_records_from_the_future_take_no_kept_record_s_place() -> None:
+    """Names after now sort after every real record: counted as history, they made the
+    pruner delete the job's real newest records."""
+    real = [instant(i) for i in range(40)]
+    future = ["2099-01-01T00:00:00Z", "8999-01-01T00:00:00Z"]
+    history, claims = pruner({"job": real + future})
+    history.note("job", instant(41))
+    history.prune(spec())
+    assert claims.pruned, "nothing pruned"
+    kept = [i for i in claims.records["job"] if i in real]
+    assert kept == real[-spec().history :]  # the real newest are kept
+    assert all(f in claims.records["job"] for f in future)  # not pruned either: not history

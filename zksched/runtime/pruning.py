@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
+from zksched.core.fire.model import FUTURE_MARGIN
 from zksched.core.firekey import format_utc
 from zksched.core.jobspec import JobSpec
 from zksched.runtime.clock import Clock
@@ -94,6 +95,9 @@ class HistoryPruner:
             if known is None:
                 known = self._claims.instants(spec.name)
                 self.remember(spec.name, known)
+            # a record from the future is no history: it must not take a kept one's place
+            latest = format_utc(datetime.fromtimestamp(self._clock.now() + FUTURE_MARGIN, UTC))
+            known = [i for i in known if i <= latest]
             keep = max(1, spec.history)
             if len(known) <= keep + PRUNE_SLACK:
                 return

@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
 
+from zksched.core.firekey import is_instant
 from zksched.core.fires import FireRecord
 from zksched.core.znodedata import load_object
 from zksched.zk.connection import wait
@@ -154,13 +155,18 @@ class FireClaims:
                 self._folders.discard(record.job)
                 self.ensure_folder(record.job)  # its first fire: nothing was ever pruned
                 continue
+            children = wait(self._client.get_children_async(folder), self._timeout)
+            named = recorded(children)
             horizon = _horizon(raw)
+            if horizon == UNREADABLE_HORIZON:
+                # what was pruned is unknown; pruning keeps each job's newest records, so
+                # nothing after the newest record here was
+                horizon = max(named, default=None)
             if horizon is not None and horizon >= record.scheduled:
                 return AlreadyClaimed(None, pruned=True)
             # never inside a skip range another member recorded meanwhile: the record just
             # after the instant is the only one whose range can cover it
-            children = wait(self._client.get_children_async(folder), self._timeout)
-            newer = sorted(c for c in recorded(children) if c > record.scheduled)
+            newer = sorted(c for c in named if c > record.scheduled)
             if (
                 record.scheduled not in children
                 and newer
@@ -305,12 +311,13 @@ class FireClaims:
         return not any(isinstance(r, Exception) for r in outcome)
 
     def instants(self, job: str) -> list[str]:
-        """The instants that have a record, oldest first."""
+        """The instants that have a record, oldest first (names that are no instant are
+        somebody else's: no history, never pruned; `audit` reports them)."""
         try:
             names = wait(self._client.get_children_async(self._paths.job_fires(job)), self._timeout)
         except NoNodeError:
             return []
-        return sorted(names)
+        return sorted(n for n in names if is_instant(n))
 
     def read(self, job: str, instant: str) -> FireRecord | None:
         try:
@@ -379,7 +386,9 @@ class FireClaims:
         newest = max(instants)
         raw, stat = wait(self._client.get_async(folder), self._timeout)
         current = _horizon(raw)
-        if current is None or current < newest:
+        if current is None or current == UNREADABLE_HORIZON or current < newest:
+            # (an unreadable one is replaced: what was pruned before is older than what
+            # pruning deletes now, the oldest records)
             body = json.dumps({"pruned_through": newest}).encode()
             try:
                 wait(self._client.set_async(folder, body, stat.version), self._timeout)
@@ -392,18 +401,32 @@ class FireClaims:
         if any(isinstance(r, Exception) for r in results):
             # one was gone already (the whole multi rolls back): delete one by one
             for instant in instants:
-                with contextlib.suppress(NoNodeError):
-                    wait(self._client.delete_async(self._paths.fire(job, instant)), self._timeout)
+                self._delete_record(job, instant)
         return True
+
+    def _delete_record(self, job: str, instant: str) -> None:
+        """Delete one record; gone is fine, and so is one somebody gave children (a record
+        has none: it goes with them, or pruning would stop at it for ever)."""
+        path = self._paths.fire(job, instant)
+        try:
+            wait(self._client.delete_async(path), self._timeout)
+        except NoNodeError:
+            pass
+        except NotEmptyError:
+            with contextlib.suppress(NoNodeError):
+                self._client.delete(path, recursive=True)
 
     def delete_job(self, job: str) -> None:
         """Remove a deleted job's history, and its lock and live-marker folders unless a
         run still holds them (deleting a live contender would pull the lock from under a
         running command)."""
         folder = self._paths.job_fires(job)
-        for instant in self.instants(job):
-            with contextlib.suppress(NoNodeError):
-                wait(self._client.delete_async(f"{folder}/{instant}"), self._timeout)
+        try:
+            names = wait(self._client.get_children_async(folder), self._timeout)
+        except NoNodeError:
+            names = []
+        for name in names:  # every child: the folder goes too
+            self._delete_record(job, name)
         for path in (folder, self._paths.job_lock(job), self._paths.job_live(job)):
             with contextlib.suppress(NoNodeError, NotEmptyError):
                 wait(self._client.delete_async(path), self._timeout)
@@ -413,10 +436,14 @@ UNREADABLE_HORIZON = "~"  # sorts after every instant: anything may have been pr
 
 
 def _horizon(raw: bytes) -> str | None:
+    """The fire folder's pruning horizon: None when nothing was pruned, UNREADABLE_HORIZON
+    when its value is no instant of the past (written by somebody else: unknown)."""
     if not raw:
         return None
     try:
         value = load_object(raw, "pruning horizon").get("pruned_through")
     except ValueError:
         return UNREADABLE_HORIZON
-    return value if isinstance(value, str) else UNREADABLE_HORIZON
+    if not isinstance(value, str) or recorded([value]) != [value]:
+        return UNREADABLE_HORIZON
+    return value
