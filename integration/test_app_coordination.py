@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from kazoo.client import KazooClient
 
 from integration.harness import wait_until
 from zksched import Cluster, LockNotAcquired
@@ -68,6 +69,19 @@ def test_a_lock_is_held_by_one_member_at_a_time(members: list[Cluster]) -> None:
             pass
     with second.lock("migrations", blocking=True, timeout=10) as held:
         assert held.held and not held.lost
+
+
+def test_a_persistent_node_in_a_lock_folder_blocks_no_one(
+    members: list[Cluster], kazoo: KazooClient, client_id: str
+) -> None:
+    """A persistent node named like a contender, sorting first, held the lock for ever (it
+    never goes with a session). Every contender is ephemeral: such a node is deleted."""
+    path = ClusterPaths(client_id).app_lock("migrations")
+    kazoo.create(f"{path}/00000000-0000__lock__0000000000", b"evil", makepath=True)
+    with pytest.raises(LockNotAcquired), members[0].lock("migrations"):
+        pass  # the first attempt meets it, and deletes it on the way out
+    with members[0].lock("migrations") as held:
+        assert held.held
 
 
 def test_one_leader_whose_stop_hands_over_with_a_larger_token(members: list[Cluster]) -> None:

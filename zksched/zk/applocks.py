@@ -45,7 +45,7 @@ from kazoo.recipe.lock import Lock
 
 from zksched.zk.connection import wait
 from zksched.zk.handler import last_reply, session_timeout_of
-from zksched.zk.locks import BoundedCalls
+from zksched.zk.locks import BoundedCalls, clear_strangers
 from zksched.zk.paths import ClusterPaths
 
 log = logging.getLogger(__name__)
@@ -182,6 +182,7 @@ class AppLock:
             return False
         if not got:
             self._clean_later(lock, session)  # kazoo cleans up itself; a failed one is ours
+            clear_strangers(self._client, self._path, self._timeout)
             return False
         assert lock.node is not None
         with self._mutex:

@@ -335,6 +335,9 @@ def clear_orphans(
                 data, stat = wait(client.get_async(path), timeout)
             except NoNodeError:
                 continue  # released meanwhile
+            if stat.ephemeralOwner == 0:
+                _delete_stranger(client, path, timeout)
+                continue
             tag = data.decode(errors="replace")
             ours = stat.ephemeralOwner == session and tag.startswith(member_tag)
             if ours and tag not in held:
@@ -346,3 +349,22 @@ def clear_orphans(
     except (KazooException, KazooTimeoutError):
         return False
     return True
+
+
+def clear_strangers(client: KazooClient, lock_path: str, timeout: float) -> None:
+    """Delete the nodes in `lock_path` that are not ephemeral (best effort)."""
+    with contextlib.suppress(NoNodeError, KazooException, KazooTimeoutError):
+        for child in wait(client.get_children_async(lock_path), timeout):
+            path = f"{lock_path}/{child}"
+            with contextlib.suppress(NoNodeError):
+                _, stat = wait(client.get_async(path), timeout)
+                if stat.ephemeralOwner == 0:
+                    _delete_stranger(client, path, timeout)
+
+
+def _delete_stranger(client: KazooClient, path: str, timeout: float) -> None:
+    # Every contender is ephemeral (it goes with its member's session): a persistent node is
+    # somebody else's, and one that sorts first would hold the lock for ever.
+    log.warning("deleting lock node %s: it is not ephemeral, so no member made it", path)
+    with contextlib.suppress(NoNodeError):
+        wait(client.delete_async(path), timeout)
