@@ -153,7 +153,8 @@ def test_hostile_records_never_stop_the_daemon_or_the_commands(
         n = next(counter)
         updated_at = "2026-01-01T00:00:00Z" if n % 2 else "\x1b]0;pwned\x07\u202e"
         # a wrong-shaped record for one job (its bucket stays valid JSON)
-        store.update(lambda t: {**t, "victim": StoredJob("victim", job_record, updated_at)})
+        root, table = store.read_table()  # as far as it can be read: a writer of garbage
+        store.commit(root, {**table, "victim": StoredJob("victim", job_record, updated_at)})
         # a bucket of random bytes named by the root, next to the valid ones
         bad_id = blob_id(blob + str(n).encode())
         root = store.read_root()
@@ -345,3 +346,40 @@ def test_jobs_apply_replaces_a_broken_job_table(
     assert daemon.alive
     # each broken root logged as such, not re-read in a loop
     assert daemon.log_text().count("could not read the job table") <= 3
+
+
+def test_a_change_never_drops_the_jobs_of_a_bucket_it_cannot_read(
+    zk: str, client_id: str, tmp_path: Path, kazoo: KazooClient
+) -> None:
+    """A bucket that cannot be read (here: a lone surrogate, which fails every encode) left
+    its jobs out of the table read, and the next `jobs pause` of any other job wrote the
+    table without them, saying nothing. A change now refuses, naming the bucket; `jobs
+    apply` says what it replaces."""
+    names = [f"job-{i}" for i in range(12)]
+    jobfile = tmp_path / "jobs.toml"
+    jobfile.write_text(
+        "".join(f'[jobs.{n}]\nschedule = "@hourly"\ncommand = ["/bin/true"]\n' for n in names)
+    )
+    assert run_cli(zk, client_id, "jobs", "apply", str(jobfile)).returncode == 0
+    paths = ClusterPaths(client_id)
+    store = JobStore(kazoo, paths, 5.0)
+    root = store.read_root()
+    broken = next(b for b in root.buckets if b)
+    lost = set(json.loads(kazoo.get(paths.blob(broken))[0])["jobs"])
+    kazoo.set(paths.blob(broken), b'{"format":1,"jobs":{"x":{"updated_at":"\\ud800"}}}')
+    other = next(n for n in names if n not in lost)
+
+    for args in (("jobs", "pause", other), ("jobs", "at", "+1h", "once", "--", "/bin/true")):
+        refused = run_cli(zk, client_id, *args)
+        assert refused.returncode == 1, (args, refused.stderr)
+        assert f"job bucket {broken} is unreadable" in refused.stderr, refused.stderr
+        no_traceback(refused)
+    assert store.read_root().version == root.version  # nothing written
+
+    listed = run_cli(zk, client_id, "jobs", "list", "--json")  # reading still works
+    assert {r["name"] for r in json.loads(listed.stdout)} == set(names) - lost
+    done = run_cli(zk, client_id, "jobs", "apply", str(jobfile))
+    assert done.returncode == 0, done.stderr
+    assert "the jobs of" in done.stderr and f"job bucket {broken}" in done.stderr
+    listed = run_cli(zk, client_id, "jobs", "list", "--json")
+    assert {r["name"] for r in json.loads(listed.stdout)} == set(names)

@@ -19,7 +19,13 @@ from zksched.core.jobspec import JobSpec
 from zksched.core.jobtable import plan_register
 from zksched.zk.aclcheck import open_nodes, refusal
 from zksched.zk.connection import ZkSettings, close_quietly, make_client
-from zksched.zk.jobstore import ConcurrentChange, CorruptTable, JobStore, now_utc
+from zksched.zk.jobstore import (
+    ConcurrentChange,
+    CorruptTable,
+    JobStore,
+    UnreadableBuckets,
+    now_utc,
+)
 from zksched.zk.paths import ClusterPaths
 
 log = logging.getLogger("zksched.app")
@@ -70,7 +76,7 @@ def register_function_jobs(
         store = JobStore(client, paths, call_timeout)
         for _attempt in range(10):
             try:
-                root, current = store.read_table()
+                root, current = store.read_table(whole=True)
                 plan = plan_register(current, specs, replace, now_utc())
                 if plan.conflicts:
                     raise JobConflictError(plan.conflicts)
@@ -79,7 +85,7 @@ def register_function_jobs(
                 store.commit(root, plan.table)
             except ConcurrentChange:
                 continue
-            except CorruptTable as exc:  # not the app's to replace: `jobs apply` does
+            except (CorruptTable, UnreadableBuckets) as exc:  # `jobs apply` repairs it
                 raise ClusterUnavailable(
                     f"{exc}; nothing was registered: repair it with `zksched jobs apply`"
                 ) from None

@@ -28,7 +28,14 @@ from zksched.core.names import name_problem
 from zksched.core.oneoff import OneOffSchedule
 from zksched.core.owners import OwnerTable
 from zksched.zk.claims import FireClaims
-from zksched.zk.jobstore import ConcurrentChange, CorruptTable, JobStore, TableRoot, now_utc
+from zksched.zk.jobstore import (
+    ConcurrentChange,
+    CorruptTable,
+    JobStore,
+    TableRoot,
+    UnreadableBuckets,
+    now_utc,
+)
 from zksched.zk.membership import MemberReader, MemberSnapshot
 from zksched.zk.paths import ClusterPaths
 from zksched.zk.triggers import Triggers
@@ -84,7 +91,7 @@ class Cluster:
 def zk_errors() -> Iterator[None]:
     try:
         yield
-    except CorruptTable as exc:
+    except (CorruptTable, UnreadableBuckets) as exc:
         raise CliFailure(str(exc)) from None
     except ConcurrentChange as exc:
         raise CliFailure(f"{exc}; try again") from None
@@ -96,13 +103,16 @@ def _table_to_replace(store: JobStore, file: str) -> tuple[TableRoot, dict[str, 
     """The table an apply changes; an unreadable one (its root broken) is replaced whole:
     an apply can always repair the job table."""
     try:
-        return store.read_table()
+        return store.read_table(whole=True)
     except CorruptTable as exc:
         say(
             f"zksched: warning: {exc}; replacing the whole table with the jobs of {file}",
             err=True,
         )
         return TableRoot(0, (), exc.version), {}
+    except UnreadableBuckets as exc:  # their jobs are unknown: the file's replace them
+        say(f"zksched: warning: {exc}; the jobs of {file} replace what it held", err=True)
+        return exc.root, exc.jobs
 
 
 @contextmanager

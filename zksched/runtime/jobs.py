@@ -161,9 +161,9 @@ class JobTableWatcher:
         for blob, (jobs, error) in blobs.items():
             if error:
                 log.error(
-                    "job bucket %s: %s",
+                    "job bucket %s is unreadable (%s): its jobs are disabled",
                     blob,
-                    error if jobs else f"unreadable ({error}): its jobs are disabled",
+                    error,
                     extra={"event": "job-bucket-invalid"},
                 )
             self._parsed[blob] = {name: parse_stored(stored) for name, stored in jobs.items()}

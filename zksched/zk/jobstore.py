@@ -47,6 +47,19 @@ class ConcurrentChange(Exception):
     """Someone else changed the job table between our read and our write: read again."""
 
 
+class UnreadableBuckets(Exception):
+    """Buckets of the table that cannot be read: a change written now would drop their jobs
+    (`read_table(whole=True)`). `root` and `jobs`: the table as far as it could be read."""
+
+    def __init__(self, errors: dict[str, str], root: TableRoot, jobs: dict[str, StoredJob]):
+        shown = "; ".join(f"job bucket {b} is unreadable ({e})" for b, e in errors.items())
+        super().__init__(
+            f"{shown}: changing the table now would drop the jobs it holds; "
+            "`zksched jobs apply FILE` with every job replaces it"
+        )
+        self.root, self.jobs = root, jobs
+
+
 class CorruptTable(Exception):
     """The root znode does not hold a job table this version understands. `version`: the
     root's znode version, for an apply that replaces it (`JobStore.commit` over it)."""
@@ -81,8 +94,8 @@ def blob_id(content: bytes) -> str:
 
 
 def decode_bucket(raw: bytes) -> tuple[dict[str, StoredJob], str | None]:
-    """The jobs of a bucket, and what is wrong with it (the bucket as a whole cannot be
-    read, or some of its entries are not jobs)."""
+    """The jobs of a bucket, and an error if the bucket as a whole cannot be read (entries
+    that are not jobs are left out, and logged)."""
     try:
         data = load_json(raw, "job bucket")
     except ZnodeDataError as exc:
@@ -101,9 +114,9 @@ def decode_bucket(raw: bytes) -> tuple[dict[str, StoredJob], str | None]:
         else:
             record, updated = entry, None
         jobs[name] = StoredJob(name, record, updated if isinstance(updated, str) else "")
-    if strangers:
+    if strangers:  # the bucket's jobs are all here: an error is for a bucket lost whole
         shown = ", ".join(strangers[:5]) + (" ..." if len(strangers) > 5 else "")
-        return jobs, f"entries that are not job names are ignored: {shown}"
+        log.error("a job bucket holds entries that are not job names (ignored): %s", shown)
     return jobs, None
 
 
@@ -195,18 +208,19 @@ class JobStore:
             )
         raise ConcurrentChange(f"bucket {blob} vanished")
 
-    def read_buckets(self, root: TableRoot) -> tuple[dict[str, StoredJob], dict[int, str]]:
-        """Every stored job of the table `root` names, and per-bucket errors."""
+    def read_buckets(self, root: TableRoot) -> tuple[dict[str, StoredJob], dict[str, str]]:
+        """Every stored job of the table `root` names, and the buckets (blob ids) that could
+        not be read, with why."""
         wanted = {b for b in root.buckets if b and b not in self._blob_cache}
         self._blob_cache.update(self.read_blobs(root, wanted))
         jobs: dict[str, StoredJob] = {}
-        errors: dict[int, str] = {}
-        for index, blob in enumerate(root.buckets):
+        errors: dict[str, str] = {}
+        for blob in root.buckets:
             if not blob:
                 continue
             bucket, error = self._blob_cache[blob]
             if error:
-                errors[index] = error
+                errors[blob] = error
             jobs.update(bucket)
         live = set(root.buckets)
         for stale in [b for b in self._blob_cache if b not in live]:
@@ -217,17 +231,21 @@ class JobStore:
     def _decode_blob(blob: str, raw: bytes) -> tuple[dict[str, StoredJob], str | None]:
         jobs, error = decode_bucket(raw)
         if error:
-            log.error("job bucket %s: %s", blob, error)
+            log.error("job bucket %s is unreadable: %s", blob, error)
         return jobs, error
 
-    def read_table(self) -> tuple[TableRoot, dict[str, StoredJob]]:
+    def read_table(self, whole: bool = False) -> tuple[TableRoot, dict[str, StoredJob]]:
+        """The table as far as it can be read; `whole`: all of it or UnreadableBuckets (for a
+        change: written from what could be read, it would drop the lost buckets' jobs)."""
         for _ in range(5):
             root = self.read_root()
             try:
-                jobs, _errors = self.read_buckets(root)
-                return root, jobs
+                jobs, errors = self.read_buckets(root)
             except ConcurrentChange:
                 continue
+            if errors and whole:
+                raise UnreadableBuckets(errors, root, jobs)
+            return root, jobs
         raise ConcurrentChange("the job table kept changing while being read")
 
     # -- writing -------------------------------------------------------------------------------
@@ -321,7 +339,7 @@ class JobStore:
     ) -> TableRoot:
         """Read-modify-write of the whole table, retried on concurrent changes."""
         for _ in range(attempts):
-            root, jobs = self.read_table()
+            root, jobs = self.read_table(whole=True)
             try:
                 return self.commit(root, change(dict(jobs)))
             except ConcurrentChange:
