@@ -136,7 +136,7 @@ def test_cluster_survives_losing_one_ensemble_server(daemons: Start, ensemble: Z
     leader = ensemble.leader()
     assert leader is not None
     leader.stop(kill=True)
-    wait_until(lambda: ensemble.leader() is not None, 30, what="a new leader")
+    wait_until(lambda: ensemble.leader() is not None, 60, what="a new leader")
 
     newcomer = daemons(zk_hosts=ensemble.connect_string)
     group.append(newcomer)

@@ -115,8 +115,10 @@ class ZkServer:
         data.mkdir(parents=True, exist_ok=True)
         lines = {
             "tickTime": str(self.tick_ms),
-            "initLimit": "20",
-            "syncLimit": "10",
+            # in ticks: a follower's sync with a new leader may take a loaded machine seconds
+            # (a sync that timed out restarted the election: no leader for over 30 s)
+            "initLimit": "40",
+            "syncLimit": "20",
             "dataDir": str(data),
             "clientPort": str(self.client_port),
             "clientPortAddress": "127.0.0.1",
