@@ -6,6 +6,7 @@ import json
 import threading
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 import pytest
 from kazoo.client import KazooClient
@@ -14,6 +15,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState
 
 from integration.harness import wait_until
+from zksched.core.firekey import format_utc
 from zksched.core.fires import FireRecord
 from zksched.devtools.faultproxy import DROP_REPLIES, PASS, FaultProxy
 from zksched.zk.claims import AlreadyClaimed, Claimed, FireClaims
@@ -439,27 +441,39 @@ def test_a_late_attempt_note_never_hides_the_result(kazoo: KazooClient, client_i
 
 @pytest.mark.parametrize(
     "horizon",
-    [b"garbage", b'{"pruned_through": "zzz"}', b'{"pruned_through": "8999-01-01T00:00:00Z"}'],
+    [
+        b"garbage",
+        b'{"pruned_through": "zzz"}',
+        b'{"pruned_through": "8999-01-01T00:00:00Z"}',
+        b"",  # blanked: data that was written, now empty
+    ],
 )
 def test_a_horizon_somebody_else_wrote_refuses_only_what_pruning_could_have_taken(
     kazoo: KazooClient, client_id: str, horizon: bytes
 ) -> None:
     """A fire folder's horizon that is no instant of the past refused every late claim for
     ever (at-least-once jobs never started, catch-ups and app claims were lost), and pruning
-    never replaced it. Pruning keeps a job's newest records, so only instants up to the
-    newest record are refused; the next prune writes a true horizon again."""
+    never replaced it. Whatever pruning deleted before it was written is older than that
+    write: instants after it (and the clocks' margin) are claimed; the next prune stores
+    that bound as a true horizon."""
     paths = ClusterPaths(client_id)
     claims = FireClaims(kazoo, paths, 3.0)
-    instants = [f"2026-01-01T00:00:0{i}Z" for i in range(5)]
+    start = time.time() - 30
+    instants = [format_utc(datetime.fromtimestamp(start + i, UTC)) for i in range(5)]
     for i, instant in enumerate(instants):
         claims.claim(record("j", instant, f"n{i}"))
+    kazoo.set(paths.job_fires("j"), b'{"pruned_through": "2000-01-01T00:00:00Z"}')
     kazoo.set(paths.job_fires("j"), horizon)
+    written = kazoo.exists(paths.job_fires("j")).mtime / 1000
+    bound = format_utc(datetime.fromtimestamp(written + 5, UTC))
+    assert claims.pruned_through("j") == bound
     behind = claims.claim_late(record("j", instants[2], "again", member="m-2"))
     assert isinstance(behind, AlreadyClaimed) and behind.pruned
-    after = claims.claim_late(record("j", "2026-01-01T00:00:09Z", "late"))
-    assert isinstance(after, Claimed)
+    after = format_utc(datetime.fromtimestamp(written + 7, UTC))
+    assert isinstance(claims.claim_late(record("j", after, "late")), Claimed)
     assert claims.prune("j", instants[:2])
-    assert claims.pruned_through("j") == instants[1]  # a true horizon again
+    stored = json.loads(kazoo.get(paths.job_fires("j"))[0])
+    assert stored == {"pruned_through": bound}  # a true horizon again, and no lower
 
 
 def test_pruning_and_deleting_get_past_nodes_that_are_no_records(

@@ -36,7 +36,7 @@ class HistoryReads:
         orphans: tuple[tuple[datetime, int], ...] = ()
         try:
             names = self._claims.instants(job)
-            horizon = self._claims.pruned_through(job)
+            horizon = self._claims.pruned_through(job, names)
             if orphans_since is not None and self._redelivery is not None:
                 orphans = self._redelivery.orphans(job, orphans_since)
         except Exception as exc:
@@ -44,16 +44,8 @@ class HistoryReads:
             self._post(job, m.HistoryRead(ok=False))
             return
         self._pruner.remember(job, names)
-        instants = []
-        for name in names:
-            try:
-                instants.append(parse_utc(name))
-            except ValueError:
-                log.warning("fire record %s of %s is not named by an instant", name, job)
-        try:
-            pruned = None if horizon is None else parse_utc(horizon)
-        except ValueError:  # unreadable: anything may have been pruned
-            pruned = max(instants, default=None)
+        instants = [parse_utc(name) for name in names]  # instants only (FireClaims.instants)
+        pruned = None if horizon is None else parse_utc(horizon)
         self._post(job, m.HistoryRead(tuple(sorted(instants)), pruned, orphans=orphans))
 
     def find_orphans(self, job: str, since: datetime) -> None:

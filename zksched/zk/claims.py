@@ -19,7 +19,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -28,9 +28,13 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotE
 
 from zksched.core.firekey import is_instant
 from zksched.core.fires import FireRecord
-from zksched.core.znodedata import load_object
 from zksched.zk.connection import wait
-from zksched.zk.fire_reader import recorded
+from zksched.zk.firefolder import (
+    UNREADABLE_HORIZON,
+    effective_horizon,
+    recorded,
+    stored_horizon,
+)
 from zksched.zk.paths import ClusterPaths
 
 log = logging.getLogger(__name__)
@@ -157,11 +161,7 @@ class FireClaims:
                 continue
             children = wait(self._client.get_children_async(folder), self._timeout)
             named = recorded(children)
-            horizon = _horizon(raw)
-            if horizon == UNREADABLE_HORIZON:
-                # what was pruned is unknown; pruning keeps each job's newest records, so
-                # nothing after the newest record here was
-                horizon = max(named, default=None)
+            horizon = effective_horizon(stored_horizon(raw, stat.version), stat.mtime, named)
             if horizon is not None and horizon >= record.scheduled:
                 return AlreadyClaimed(None, pruned=True)
             # never inside a skip range another member recorded meanwhile: the record just
@@ -362,15 +362,15 @@ class FireClaims:
                 out[key] = None
         return out
 
-    def pruned_through(self, job: str) -> str | None:
+    def pruned_through(self, job: str, records: Iterable[str] = ()) -> str | None:
         """The newest instant whose record pruning may have deleted (kept in the job's fire
         folder, raised before any record goes); None: not pruned since horizons are kept.
-        An unreadable one is UNREADABLE_HORIZON, after every instant (assume the worst)."""
+        `records`: the job's records as just listed (they bound an unreadable horizon)."""
         try:
-            raw, _ = wait(self._client.get_async(self._paths.job_fires(job)), self._timeout)
+            raw, stat = wait(self._client.get_async(self._paths.job_fires(job)), self._timeout)
         except NoNodeError:
             return None
-        return _horizon(raw)
+        return effective_horizon(stored_horizon(raw, stat.version), stat.mtime, records)
 
     def prune(self, job: str, instants: list[str]) -> bool:
         """Delete these records (oldest history) in one transaction; gone ones are fine.
@@ -385,11 +385,12 @@ class FireClaims:
         folder = self._paths.job_fires(job)
         newest = max(instants)
         raw, stat = wait(self._client.get_async(folder), self._timeout)
-        current = _horizon(raw)
-        if current is None or current == UNREADABLE_HORIZON or current < newest:
-            # (an unreadable one is replaced: what was pruned before is older than what
-            # pruning deletes now, the oldest records)
-            body = json.dumps({"pruned_through": newest}).encode()
+        stored = stored_horizon(raw, stat.version)
+        # an unreadable one is replaced by what it bounds, or by more
+        current = effective_horizon(stored, stat.mtime, instants)
+        if stored == UNREADABLE_HORIZON or current is None or current < newest:
+            through = max(newest, current or newest)
+            body = json.dumps({"pruned_through": through}).encode()
             try:
                 wait(self._client.set_async(folder, body, stat.version), self._timeout)
             except BadVersionError:
@@ -430,20 +431,3 @@ class FireClaims:
         for path in (folder, self._paths.job_lock(job), self._paths.job_live(job)):
             with contextlib.suppress(NoNodeError, NotEmptyError):
                 wait(self._client.delete_async(path), self._timeout)
-
-
-UNREADABLE_HORIZON = "~"  # sorts after every instant: anything may have been pruned
-
-
-def _horizon(raw: bytes) -> str | None:
-    """The fire folder's pruning horizon: None when nothing was pruned, UNREADABLE_HORIZON
-    when its value is no instant of the past (written by somebody else: unknown)."""
-    if not raw:
-        return None
-    try:
-        value = load_object(raw, "pruning horizon").get("pruned_through")
-    except ValueError:
-        return UNREADABLE_HORIZON
-    if not isinstance(value, str) or recorded([value]) != [value]:
-        return UNREADABLE_HORIZON
-    return value

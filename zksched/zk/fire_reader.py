@@ -1,5 +1,4 @@
-"""Reading fire folders: which children can be records, and every fire record of many
-jobs at once, for the audit.
+"""Reading every fire record of many jobs at once, for the audit.
 
 Pipelined (many requests in flight, each bounded by a deadline) but windowed, so that a
 cluster with 100,000 jobs is read in batches rather than by queueing millions of requests
@@ -9,15 +8,12 @@ on one connection.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from zksched.core.audit import StoredFire
-from zksched.core.fire.model import FUTURE_MARGIN
-from zksched.core.firekey import format_utc, is_instant
 from zksched.core.fires import FireRecord
 from zksched.zk.connection import wait
 from zksched.zk.paths import ClusterPaths
@@ -30,14 +26,6 @@ T = TypeVar("T")
 def _batches(items: list[T], size: int) -> Iterator[list[T]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
-
-
-def recorded(children: list[str]) -> list[str]:
-    """The children of a fire folder that can be records: records are named by past
-    instants, so a name that is none, or one from the future, is somebody else's doing (it
-    covers nothing, and is no job's last result)."""
-    latest = format_utc(datetime.now(UTC) + timedelta(seconds=FUTURE_MARGIN))
-    return [c for c in children if c <= latest and is_instant(c)]
 
 
 def parse_fire(raw: bytes) -> FireRecord | None:

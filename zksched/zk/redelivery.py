@@ -27,7 +27,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, Roll
 from zksched.core.fires import FireRecord
 from zksched.zk.claims import AlreadyClaimed, Claimed, FireClaims
 from zksched.zk.connection import wait
-from zksched.zk.fire_reader import recorded
+from zksched.zk.firefolder import recorded
 from zksched.zk.paths import ClusterPaths
 
 MAX_ORPHAN_READS = 200  # records read a planning, newest first (older ones stay abandoned)
