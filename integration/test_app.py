@@ -275,6 +275,49 @@ def test_a_broken_job_table_is_not_replaced_by_an_app_and_says_how_to_repair_it(
     kazoo.create(paths.jobs, deep, makepath=True)
     app = Cluster(zk, client_id, member_id="reg", session_timeout=4)
     app.add_job(lambda fire: None, "@hourly", name="tidy")
-    with pytest.raises(ClusterUnavailable, match="repair it with `zksched jobs apply`"):
+    with pytest.raises(ClusterUnavailable, match="`zksched jobs apply FILE` with a file"):
         app.start(timeout=10)
     assert not app.running and kazoo.get(paths.jobs)[0] == deep
+
+
+def test_an_unreadable_bucket_stops_a_start_only_when_it_must_write(
+    zk: str, client_id: str, kazoo: KazooClient
+) -> None:
+    """A start with nothing to write (its jobs there already, or none) never needed the
+    whole table; one that must write refuses rather than drop the bucket's jobs."""
+    from zksched import ClusterUnavailable
+    from zksched.core.jobtable import StoredJob
+    from zksched.zk.jobstore import JobStore
+    from zksched.zk.paths import ClusterPaths
+
+    first = Cluster(zk, client_id, member_id="reg-1", session_timeout=4)
+    first.add_job(lambda fire: None, "@hourly", name="tidy")
+    first.start(timeout=10)
+    first.stop()
+    paths = ClusterPaths(client_id)
+    store = JobStore(kazoo, paths, 5.0)
+    base, current = store.read_table()
+    record = {"format": 1, "name": "", "schedule": "@hourly", "command": ["/bin/true"]}
+    names = [f"other-{i}" for i in range(40)]
+    others = {n: StoredJob(n, {**record, "name": n}, "") for n in names}
+    store.commit(base, {**current, **others})  # more buckets; break one without `tidy`
+    broken = next(
+        b
+        for b in store.read_root().buckets
+        if b and "tidy" not in json.loads(kazoo.get(paths.blob(b))[0])["jobs"]
+    )
+    kazoo.set(paths.blob(broken), b"not json")
+
+    again = Cluster(zk, client_id, member_id="reg-2", session_timeout=4)
+    again.add_job(lambda fire: None, "@hourly", name="tidy")
+    coordination_only = Cluster(zk, client_id, member_id="reg-3", session_timeout=4)
+    try:
+        again.start(timeout=10)  # unchanged, in a readable bucket: nothing to write
+        coordination_only.start(timeout=10)
+    finally:
+        again.stop()
+        coordination_only.stop()
+    newcomer = Cluster(zk, client_id, member_id="reg-4", session_timeout=4)
+    newcomer.add_job(lambda fire: None, "@daily", name="report")
+    with pytest.raises(ClusterUnavailable, match=f"job bucket {broken} is unreadable"):
+        newcomer.start(timeout=10)

@@ -76,18 +76,25 @@ def register_function_jobs(
         store = JobStore(client, paths, call_timeout)
         for _attempt in range(10):
             try:
-                root, current = store.read_table(whole=True)
+                unreadable: UnreadableBuckets | None = None
+                try:
+                    root, current = store.read_table(whole=True)
+                except UnreadableBuckets as exc:  # harmless unless this start must write
+                    root, current, unreadable = exc.root, exc.jobs, exc
                 plan = plan_register(current, specs, replace, now_utc())
                 if plan.conflicts:
                     raise JobConflictError(plan.conflicts)
                 if not plan.created and not plan.replaced:
                     return
+                if unreadable is not None:
+                    raise unreadable
                 store.commit(root, plan.table)
             except ConcurrentChange:
                 continue
             except (CorruptTable, UnreadableBuckets) as exc:  # `jobs apply` repairs it
                 raise ClusterUnavailable(
-                    f"{exc}; nothing was registered: repair it with `zksched jobs apply`"
+                    f"{exc}; nothing was registered: `zksched jobs apply FILE` with a file "
+                    "that holds every job repairs the table"
                 ) from None
             except (KazooException, KazooTimeoutError) as exc:
                 # a commit whose reply was lost may have landed: starting again finds the

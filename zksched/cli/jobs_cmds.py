@@ -91,8 +91,13 @@ class Cluster:
 def zk_errors() -> Iterator[None]:
     try:
         yield
-    except (CorruptTable, UnreadableBuckets) as exc:
+    except CorruptTable as exc:
         raise CliFailure(str(exc)) from None
+    except UnreadableBuckets as exc:
+        raise CliFailure(
+            f"{exc}; nothing was changed: `zksched jobs apply FILE` with a file that holds "
+            "every job replaces it"
+        ) from None
     except ConcurrentChange as exc:
         raise CliFailure(f"{exc}; try again") from None
     except (KazooException, KazooTimeoutError) as exc:
@@ -111,7 +116,11 @@ def _table_to_replace(store: JobStore, file: str) -> tuple[TableRoot, dict[str, 
         )
         return TableRoot(0, (), exc.version), {}
     except UnreadableBuckets as exc:  # their jobs are unknown: the file's replace them
-        say(f"zksched: warning: {exc}; the jobs of {file} replace what it held", err=True)
+        say(
+            f"zksched: warning: {exc}; they are replaced by the jobs of {file} "
+            "(any other job it held is gone)",
+            err=True,
+        )
         return exc.root, exc.jobs
 
 

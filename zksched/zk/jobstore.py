@@ -53,10 +53,7 @@ class UnreadableBuckets(Exception):
 
     def __init__(self, errors: dict[str, str], root: TableRoot, jobs: dict[str, StoredJob]):
         shown = "; ".join(f"job bucket {b} is unreadable ({e})" for b, e in errors.items())
-        super().__init__(
-            f"{shown}: changing the table now would drop the jobs it holds; "
-            "`zksched jobs apply FILE` with every job replaces it"
-        )
+        super().__init__(f"{shown}: a change written now would drop the jobs it holds")
         self.root, self.jobs = root, jobs
 
 
