@@ -78,6 +78,8 @@ def test_a_persistent_node_in_a_lock_folder_blocks_no_one(
     never goes with a session). Every contender is ephemeral: such a node is deleted."""
     path = ClusterPaths(client_id).app_lock("migrations")
     kazoo.create(f"{path}/00000000-0000__lock__0000000000", b"evil", makepath=True)
+    kazoo.create(f"{path}/00000000-0000__lock__0000000000/child", b"")
+    kazoo.create(f"{path}/junk", b"")  # another stranger, not a contender
     with pytest.raises(LockNotAcquired), members[0].lock("migrations"):
         pass  # the first attempt meets it, and deletes it on the way out
     with members[0].lock("migrations") as held:

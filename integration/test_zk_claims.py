@@ -179,6 +179,7 @@ def test_lock_excludes_detects_vanishing_and_clears_orphans(
     # A persistent node sorting first (never a member's: contenders are ephemeral) held the
     # job's lock for ever: the first attempt deletes it on the way out, the retry gets it.
     kazoo.create(f"{paths.job_lock('j')}/evil__lock__0000000000", b"evil\x1b[2J")
+    kazoo.create(f"{paths.job_lock('j')}/evil__lock__0000000000/child", b"")  # not deletable alone
     fourth = JobLock(client, paths, "j", "m-1", session, 3.0, held)
     assert fourth.try_acquire(wait=0.1) is LockAttempt.ACQUIRED
     fourth.release()

@@ -28,7 +28,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotE
 
 from zksched.core.firekey import is_instant
 from zksched.core.fires import FireRecord
-from zksched.zk.connection import wait
+from zksched.zk.connection import delete_tree, wait
 from zksched.zk.firefolder import (
     UNREADABLE_HORIZON,
     effective_horizon,
@@ -414,8 +414,7 @@ class FireClaims:
         except NoNodeError:
             pass
         except NotEmptyError:
-            with contextlib.suppress(NoNodeError):
-                self._client.delete(path, recursive=True)
+            delete_tree(self._client, path, self._timeout)
 
     def delete_job(self, job: str) -> None:
         """Remove a deleted job's history, and its lock and live-marker folders unless a

@@ -9,6 +9,7 @@ Rules this module enforces (see ZOOKEEPER-NOTES.md):
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import socket
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.connection import WATCH_XID
 from kazoo.protocol.serialization import Connect
@@ -302,3 +304,20 @@ def ensure_paths(client: KazooClient, paths: Sequence[str], timeout: float) -> N
         wait(client.ensure_path_async("/"), timeout)
     for path in paths:
         wait(client.ensure_path_async(path), timeout)
+
+
+def delete_tree(client: KazooClient, path: str, timeout: float) -> None:
+    """Delete `path` and everything below it, each call bounded by `timeout` (kazoo's own
+    recursive delete has no deadline). Nodes already gone are fine; others' errors raise."""
+    stack, order = [path], []
+    while stack:  # breadth first, then deleted deepest first
+        node = stack.pop()
+        order.append(node)
+        try:
+            children = wait(client.get_children_async(node), timeout)
+        except NoNodeError:
+            continue
+        stack.extend(f"{node}/{child}" for child in children)
+    for node in reversed(order):
+        with contextlib.suppress(NoNodeError):
+            wait(client.delete_async(node), timeout)

@@ -33,7 +33,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import EventType
 from kazoo.recipe.lock import Lock
 
-from zksched.zk.connection import wait
+from zksched.zk.connection import delete_tree, wait
 from zksched.zk.paths import ClusterPaths
 
 log = logging.getLogger(__name__)
@@ -336,7 +336,8 @@ def clear_orphans(
             except NoNodeError:
                 continue  # released meanwhile
             if stat.ephemeralOwner == 0:
-                _delete_stranger(client, path, timeout)
+                with contextlib.suppress(KazooException, KazooTimeoutError):
+                    _delete_stranger(client, path, timeout)  # alone: the scan goes on
                 continue
             tag = data.decode(errors="replace")
             ours = stat.ephemeralOwner == session and tag.startswith(member_tag)
@@ -352,19 +353,22 @@ def clear_orphans(
 
 
 def clear_strangers(client: KazooClient, lock_path: str, timeout: float) -> None:
-    """Delete the nodes in `lock_path` that are not ephemeral (best effort)."""
-    with contextlib.suppress(NoNodeError, KazooException, KazooTimeoutError):
-        for child in wait(client.get_children_async(lock_path), timeout):
-            path = f"{lock_path}/{child}"
-            with contextlib.suppress(NoNodeError):
-                _, stat = wait(client.get_async(path), timeout)
-                if stat.ephemeralOwner == 0:
-                    _delete_stranger(client, path, timeout)
+    """Delete the nodes in `lock_path` that are not ephemeral (best effort, each alone)."""
+    try:
+        children = wait(client.get_children_async(lock_path), timeout)
+    except (KazooException, KazooTimeoutError):
+        return
+    for child in children:
+        path = f"{lock_path}/{child}"
+        with contextlib.suppress(KazooException, KazooTimeoutError):
+            _, stat = wait(client.get_async(path), timeout)
+            if stat.ephemeralOwner == 0:
+                _delete_stranger(client, path, timeout)
 
 
 def _delete_stranger(client: KazooClient, path: str, timeout: float) -> None:
-    # Every contender is ephemeral (it goes with its member's session): a persistent node is
-    # somebody else's, and one that sorts first would hold the lock for ever.
+    # Every contender is ephemeral (it goes with its member's session, and has no
+    # children): a persistent node is somebody else's, and one that sorts first would hold
+    # the lock for ever. Raises kazoo errors.
     log.warning("deleting lock node %s: it is not ephemeral, so no member made it", path)
-    with contextlib.suppress(NoNodeError):
-        wait(client.delete_async(path), timeout)
+    delete_tree(client, path, timeout)
