@@ -40,7 +40,7 @@ from kazoo.protocol.states import KazooState
 from zksched.core.firekey import fire_key, format_utc
 from zksched.core.fires import FireRecord
 from zksched.runtime.clock import Clock
-from zksched.runtime.pruning import PRUNE_MIN_AGE, PRUNE_SLACK
+from zksched.runtime.pruning import PRUNE_MIN_AGE, prune_victims
 from zksched.zk.applocks import AppLock, LostCallback
 from zksched.zk.claims import AlreadyClaimed, ClaimConflict, Claimed, FireClaims
 from zksched.zk.election import LeaderElection
@@ -212,11 +212,8 @@ class Coordinator:
             keep = self._history_of(name) or keep
         try:
             instants = self.claims.instants(name)
-            if len(instants) <= keep + PRUNE_SLACK:
-                return
-            young = format_utc(datetime.fromtimestamp(self._clock.now() - PRUNE_MIN_AGE, UTC))
-            victims = [i for i in instants[: len(instants) - keep] if i < young]
-            if len(victims) > PRUNE_SLACK:
+            victims = prune_victims(instants, keep, self._clock.now(), PRUNE_MIN_AGE)
+            if victims:
                 self.claims.prune(name, victims)
         except ZK_ERRORS as exc:
             log.debug("pruning of %s postponed (%s)", name, type(exc).__name__)

@@ -33,6 +33,18 @@ PRUNE_MIN_AGE = 60.0
 PRUNE_SLACK = 5
 
 
+def prune_victims(instants: list[str], keep: int, now: float, min_age: float) -> list[str]:
+    """Which of a job's records (sorted instants) pruning deletes: all but the `keep`
+    newest, of those older than `min_age` seconds. Records from the future are no history:
+    they never take a kept record's place, and are not deleted here either. Empty unless
+    more than PRUNE_SLACK would go (pruning goes in batches)."""
+    latest = format_utc(datetime.fromtimestamp(now + FUTURE_MARGIN, UTC))
+    present = [i for i in instants if i <= latest]
+    young = format_utc(datetime.fromtimestamp(now - min_age, UTC))
+    victims = [i for i in present[: max(0, len(present) - keep)] if i < young]
+    return victims if len(victims) > PRUNE_SLACK else []
+
+
 class HistoryPruner:
     def __init__(
         self,
@@ -95,16 +107,9 @@ class HistoryPruner:
             if known is None:
                 known = self._claims.instants(spec.name)
                 self.remember(spec.name, known)
-            # a record from the future is no history: it must not take a kept one's place
-            latest = format_utc(datetime.fromtimestamp(self._clock.now() + FUTURE_MARGIN, UTC))
-            known = [i for i in known if i <= latest]
-            keep = max(1, spec.history)
-            if len(known) <= keep + PRUNE_SLACK:
-                return
             # an instant is fired up to its jitter after it: its neighbours' records stay
             age = PRUNE_MIN_AGE + spec.jitter
-            young = format_utc(datetime.fromtimestamp(self._clock.now() - age, UTC))
-            victims = [i for i in known[: len(known) - keep] if i < young]
+            victims = prune_victims(known, max(1, spec.history), self._clock.now(), age)
             if spec.delivery == "at-least-once":
                 window = self._clock.now() - spec.catchup_window
                 since = format_utc(datetime.fromtimestamp(window, UTC))
