@@ -39,3 +39,7 @@ def test_the_daemon_s_text_log_escapes_what_it_quotes() -> None:
     )
     line = TextFormatter().format(record)
     assert line.endswith("waiting for evil\\x1b]0;x\\x07") and line.isprintable()
+    forged = logging.LogRecord(
+        "zksched", logging.INFO, __file__, 1, "tag %s", ("x\n2026 ERROR forged",), None
+    )
+    assert TextFormatter().format(forged).endswith("tag x\\n2026 ERROR forged")  # one line

@@ -8,7 +8,7 @@ import sys
 import time
 from typing import Any
 
-from zksched.core.text import printable_lines
+from zksched.core.text import printable, printable_lines
 
 # Attributes every LogRecord has; anything else was passed with `extra=` and is structured data.
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
@@ -36,8 +36,12 @@ class TextFormatter(logging.Formatter):
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)-7s %(name)s: %(message)s")
 
+    # What a log line quotes (a lock holder's tag, a command's output) may be hostile: the
+    # message is one line whatever it holds (no forged lines), a traceback keeps its own.
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return printable(super().formatMessage(record))
+
     def format(self, record: logging.LogRecord) -> str:
-        # what a log line quotes (a lock holder's tag, a command's output) may be hostile
         return printable_lines(super().format(record))
 
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
