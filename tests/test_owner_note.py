@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 import zksched.cli.main  # noqa: F401 - jobs_cmds is imported through the CLI (an import cycle)
-from zksched.cli.jobs_cmds import Cluster
+from zksched.cli.jobview import Cluster
 from zksched.core.jobspec import JobSpec
 from zksched.core.jobtable import JobEntry
 from zksched.core.owners import Member

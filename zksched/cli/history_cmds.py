@@ -8,7 +8,8 @@ from typing import Any
 import click
 
 from zksched.cli.context import CliContext
-from zksched.cli.jobs_cmds import _entry, cluster, jobs
+from zksched.cli.jobs_cmds import jobs
+from zksched.cli.jobview import cluster, entry_of
 from zksched.cli.output import echo_json, echo_table, say
 
 
@@ -20,7 +21,7 @@ from zksched.cli.output import echo_json, echo_table, say
 def history(ctx: CliContext, name: str, limit: int, as_json: bool) -> None:
     """A job's fire records, newest first."""
     with cluster(ctx) as c:
-        _entry(c, name)  # exit 2 for a job that is not in the table
+        entry_of(c, name)  # exit 2 for a job that is not in the table
         instants = c.claims.instants(name)[-limit:]
         records = c.claims.read_many(name, instants)
         live = c.live_sessions

@@ -4,29 +4,17 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import cached_property
-from typing import Any
 
 import click
-from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NoNodeError
-from kazoo.handlers.threading import KazooTimeoutError
 
 from zksched.cli.context import CliContext, check_acls
-from zksched.cli.errors import EXIT_INVALID, CliFailure, invalid
+from zksched.cli.errors import EXIT_INVALID, CliFailure
+from zksched.cli.jobview import check_job_name, cluster, entry_of, job_row, zk_errors
 from zksched.cli.main import cli
 from zksched.cli.output import echo_json, echo_table, say
-from zksched.core.firekey import format_utc
-from zksched.core.fires import FireRecord
 from zksched.core.jobspec import JobSpecError, load_job_file
-from zksched.core.jobtable import JobEntry, StoredJob, is_function_job, parse_stored, plan_apply
-from zksched.core.names import name_problem
-from zksched.core.oneoff import OneOffSchedule
-from zksched.core.owners import OwnerTable
+from zksched.core.jobtable import StoredJob, is_function_job, plan_apply
 from zksched.zk.claims import FireClaims
 from zksched.zk.jobstore import (
     ConcurrentChange,
@@ -36,72 +24,12 @@ from zksched.zk.jobstore import (
     UnreadableBuckets,
     now_utc,
 )
-from zksched.zk.membership import MemberReader, MemberSnapshot
-from zksched.zk.paths import ClusterPaths
 from zksched.zk.triggers import Triggers
 
 
 @cli.group()
 def jobs() -> None:
     """The cluster's job table: apply a file, list, show, pause, resume, delete, trigger."""
-
-
-@dataclass
-class Cluster:
-    """What the reading commands need, read once."""
-
-    client: KazooClient
-    store: JobStore
-    claims: FireClaims
-    entries: dict[str, JobEntry]
-    members: MemberSnapshot
-    paths: ClusterPaths
-    timeout: float
-
-    @cached_property
-    def table(self) -> OwnerTable:
-        return OwnerTable(self.members.members)
-
-    @property
-    def live_sessions(self) -> set[int]:
-        return set(self.members.owners.values())
-
-    def owner(self, entry: JobEntry) -> str | None:
-        if entry.spec is None:
-            return None
-        return self.table.job_owner(entry.name, entry.spec)
-
-    def owner_note(self, entry: JobEntry) -> str | None:
-        """Why no live member may run the job, when none may."""
-        if entry.spec is None or self.owner(entry) is not None:
-            return None
-        if entry.spec.kind == "function":
-            return "no live app registered this function with this definition"
-        daemons = [m for m in self.table.members if m.functions is None]
-        if any(m.eligible_for(entry.spec.labels) for m in daemons):
-            return "no member allows this command"
-        if daemons:
-            return "no live member has its labels"
-        if self.table.members:
-            return "no live daemon: app members (zksched.Cluster) run function jobs only"
-        return "no live member"
-
-
-@contextmanager
-def zk_errors() -> Iterator[None]:
-    try:
-        yield
-    except CorruptTable as exc:
-        raise CliFailure(str(exc)) from None
-    except UnreadableBuckets as exc:
-        raise CliFailure(
-            f"{exc}; nothing was changed: `zksched jobs apply FILE` with a file that holds "
-            "every job replaces it"
-        ) from None
-    except ConcurrentChange as exc:
-        raise CliFailure(f"{exc}; try again") from None
-    except (KazooException, KazooTimeoutError) as exc:
-        raise CliFailure(f"ZooKeeper request failed: {type(exc).__name__}") from None
 
 
 def _table_to_replace(store: JobStore, file: str) -> tuple[TableRoot, dict[str, StoredJob]]:
@@ -122,44 +50,6 @@ def _table_to_replace(store: JobStore, file: str) -> tuple[TableRoot, dict[str, 
             err=True,
         )
         return exc.root, exc.jobs
-
-
-@contextmanager
-def cluster(ctx: CliContext) -> Iterator[Cluster]:
-    with ctx.client() as client, zk_errors():
-        store = JobStore(client, ctx.paths, ctx.connect_timeout)
-        _, stored = store.read_table()
-        try:
-            members = MemberReader(client, ctx.paths, ctx.connect_timeout).read()
-        except NoNodeError:
-            members = MemberSnapshot(())
-        entries = {name: parse_stored(job) for name, job in sorted(stored.items())}
-        yield Cluster(
-            client,
-            store,
-            FireClaims(client, ctx.paths, ctx.connect_timeout),
-            entries,
-            members,
-            ctx.paths,
-            ctx.connect_timeout,
-        )
-
-
-def _check_name(name: str) -> None:
-    problem = name_problem(name, "job name")
-    if problem:
-        raise invalid(problem)
-
-
-def _entry(c: Cluster, name: str) -> JobEntry:
-    _check_name(name)
-    entry = c.entries.get(name)
-    if entry is None:
-        raise CliFailure(f"no job named {name!r} in cluster {c.paths.client_id}", EXIT_INVALID)
-    return entry
-
-
-# -- apply ---------------------------------------------------------------------------------
 
 
 @jobs.command()
@@ -228,44 +118,6 @@ def apply(ctx: CliContext, file: str, prune: bool, dry_run: bool, as_json: bool)
 # -- reading -------------------------------------------------------------------------------
 
 
-def _next_fire(entry: JobEntry) -> str | None:
-    if entry.spec is None or entry.spec.paused:
-        return None
-    try:
-        instant = entry.spec.schedule_obj.next_fire(datetime.now(UTC))
-    except Exception:
-        return None
-    return instant.isoformat()
-
-
-def _one_off_done(entry: JobEntry, last: FireRecord | None) -> bool:
-    """A one-off job whose instant has its final record (it ran, or was skipped)."""
-    schedule = entry.spec.schedule_obj if entry.spec is not None else None
-    if not isinstance(schedule, OneOffSchedule) or last is None:
-        return False
-    return last.scheduled == format_utc(schedule.at) and last.state != "running"
-
-
-def job_row(c: Cluster, entry: JobEntry, last: FireRecord | None) -> dict[str, Any]:
-    spec = entry.spec
-    row: dict[str, Any] = {
-        "name": entry.name,
-        "kind": spec.kind if spec else None,
-        "schedule": spec.schedule if spec else None,
-        "timezone": spec.timezone if spec else None,
-        "paused": spec.paused if spec else None,
-        "owner": c.owner(entry),
-        "owner_note": c.owner_note(entry),
-        "next_fire": _next_fire(entry),
-        "last_result": last.shown_state(c.live_sessions) if last else None,
-        "last_scheduled": last.scheduled if last else None,
-        "updated_at": entry.updated_at,
-        "error": entry.error,
-        "done": _one_off_done(entry, last),
-    }
-    return row
-
-
 @jobs.command("list")
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
 @click.option("--all", "show_all", is_flag=True, help="Also one-off jobs that have run.")
@@ -310,7 +162,7 @@ def list_jobs(ctx: CliContext, as_json: bool, show_all: bool) -> None:
 def show(ctx: CliContext, name: str, as_json: bool) -> None:
     """One job: its definition, owner, next fires and last result."""
     with cluster(ctx) as c:
-        entry = _entry(c, name)
+        entry = entry_of(c, name)
         last = c.claims.newest([name]).get(name)
         row = job_row(c, entry, last)
         if entry.spec is not None:
@@ -338,7 +190,7 @@ def show(ctx: CliContext, name: str, as_json: bool) -> None:
 
 
 def _change_one(ctx: CliContext, name: str, verb: str) -> None:
-    _check_name(name)
+    check_job_name(name)
     outcome: dict[str, str] = {}
 
     def change(table: dict[str, StoredJob]) -> dict[str, StoredJob]:
@@ -397,7 +249,7 @@ def delete(ctx: CliContext, name: str) -> None:
 def trigger(ctx: CliContext, name: str) -> None:
     """Run NAME once now, on its owner."""
     with cluster(ctx) as c:
-        entry = _entry(c, name)
+        entry = entry_of(c, name)
         if entry.spec is None:
             raise CliFailure(f"job {name!r} is disabled: {entry.error}", EXIT_INVALID)
         owner = c.owner(entry)

@@ -9,7 +9,8 @@ import click
 
 from zksched.cli.context import CliContext, check_acls
 from zksched.cli.errors import EXIT_INVALID, CliFailure, invalid
-from zksched.cli.jobs_cmds import _check_name, jobs, zk_errors
+from zksched.cli.jobs_cmds import jobs
+from zksched.cli.jobview import check_job_name, zk_errors
 from zksched.cli.output import say
 from zksched.core.durations import parse_duration
 from zksched.core.jobspec import JobSpec, JobSpecError
@@ -83,7 +84,7 @@ def at_command(
     Claimed and run like a scheduled instant (caught up within --catchup-window if no member
     was up at WHEN), then kept with its history; `jobs delete NAME` removes it.
     """
-    _check_name(name)
+    check_job_name(name)
     try:
         load_zone(timezone)
     except UnknownZoneError as exc:
