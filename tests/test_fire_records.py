@@ -119,3 +119,13 @@ def test_with_changes_is_dataclasses_replace(
 def test_with_changes_refuses_a_name_that_is_no_field() -> None:
     with pytest.raises(TypeError, match="stat"):
         record().with_changes(stat="ok")
+
+
+@pytest.mark.parametrize("kind", ["weird", ["scheduled"], 5])
+def test_a_kind_that_is_none_of_the_three_makes_the_record_unreadable(kind: object) -> None:
+    """An orphan's kind was copied into its claim again as it stood (`jobs history` showed
+    `['weird']`)."""
+    data = json.loads(record().to_json())
+    with pytest.raises(ValueError, match="kind"):
+        FireRecord.from_json(json.dumps({**data, "kind": kind}).encode())
+    assert FireRecord.from_json(json.dumps({**data, "kind": "catchup"}).encode()).kind == "catchup"

@@ -37,6 +37,9 @@ def test_the_schedule_fires_once_at_its_instant() -> None:
         ("@at 2026-12-24T18:00:00.250+01:00", "fraction of a second"),
         ("@at christmas", "is not an ISO 8601 time"),
         ("@at 0001-01-01T00:00:00Z", "out of range"),
+        ("@at 0001-01-01T00:00:00+14:00", "out of range"),  # OverflowError in UTC
+        ("@at 9999-12-31T23:59:59-05:00", "out of range"),
+        ("@at 9500-01-01T00:00:00Z", "out of range"),  # no fire record could be named so
     ],
 )
 def test_a_bad_instant_is_refused_with_its_reason(text: str, says: str) -> None:
@@ -61,6 +64,8 @@ def test_a_job_file_says_at_as_text_or_as_a_toml_date_time() -> None:
         ('at = "2026-12-24T18:00:00Z"\nschedule = "* * * * *"', "a schedule or an at"),
         ('at = "2026-12-24 18:00"', "has no UTC offset"),
         ("at = 5", "the time must be a string or a date-time"),
+        ('at = "0001-01-01T00:00:00+14:00"', "out of range"),  # a traceback in `check`
+        ("at = 0001-01-01T00:00:00+14:00", "out of range"),  # a TOML date-time
         ("", "or, to run it once, at ="),
     ],
 )

@@ -92,6 +92,8 @@ class FireRecord:
             wrong.append("session")
         if not isinstance(data.get("extra", {}), dict):
             wrong.append("extra")
+        if data.get("kind", "scheduled") not in ("scheduled", "catchup", "trigger"):
+            wrong.append("kind")
         if "attempt" in data and not (
             type(data["attempt"]) is int and 1 <= data["attempt"] < 2**31
         ):

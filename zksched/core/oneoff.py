@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from zksched.core.firekey import format_utc
+from zksched.core.firekey import FIRST_YEAR, LAST_YEAR, format_utc
 from zksched.core.schedule import Schedule
 from zksched.core.tomltext import toml_kind
 from zksched.core.zones import ZoneOffsets, load_zone
 
 AT_PREFIX = "@at "
-_FIRST_YEAR, _LAST_YEAR = 1971, 9998
+# a fire record is named by its instant: the years such names may have (core/firekey.py)
+_FIRST_YEAR, _LAST_YEAR = FIRST_YEAR + 1, LAST_YEAR
 
 
 class AtError(ValueError):
@@ -52,9 +53,13 @@ def parse_at(value: object) -> datetime:
         )
     if when.microsecond:
         raise AtError(f"{when.isoformat()} has a fraction of a second; fires are whole seconds")
-    if not _FIRST_YEAR <= when.astimezone(UTC).year <= _LAST_YEAR:
+    try:
+        utc = when.astimezone(UTC)  # OverflowError past year 1 or 9999 in UTC
+    except OverflowError:
+        utc = None
+    if utc is None or not _FIRST_YEAR <= utc.year <= _LAST_YEAR:
         raise AtError(f"{when.isoformat()} is out of range ({_FIRST_YEAR} to {_LAST_YEAR})")
-    return when.astimezone(UTC)
+    return utc
 
 
 def at_schedule(value: object) -> str:
