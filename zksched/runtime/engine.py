@@ -43,6 +43,7 @@ from zksched.runtime.functions import FunctionRunner
 from zksched.runtime.jobs import JobsSnapshot, Trigger
 from zksched.runtime.runner import CommandRunner
 from zksched.runtime.skips import SkipLog
+from zksched.runtime.trigger_intake import TriggerIntake
 from zksched.zk.paths import ClusterPaths
 
 log = logging.getLogger("zksched.fire")
@@ -78,7 +79,6 @@ class FireEngine:
         self._skips = skips
         self._settings = settings
         self._clock = clock
-        self._take_trigger = take_trigger
         self.core = MemberFireCore(m.FireTunables(on_session_loss=settings.on_session_loss))
         self.io = FireIO(
             client,
@@ -106,9 +106,12 @@ class FireEngine:
         self._owned_dirty = False
         self._refused: set[tuple[str, str]] = set()
         self._view: ClusterView | None = None
-        self._triggers_in_flight: set[str] = set()
-        self._pending_triggers: list[Trigger] = []
-        self._trigger_pool = ThreadPoolExecutor(2, thread_name_prefix="zksched-trigger")
+        self._background = ThreadPoolExecutor(2, thread_name_prefix="zksched-trigger")
+        self._intake = TriggerIntake(
+            take_trigger,
+            lambda t: self._post_event(t.job, m.Triggered(t.znode)),
+            self._background.submit,
+        )
         self._thread: threading.Thread | None = None
         self._next_chores = 0.0
         self.heartbeat = 0.0
@@ -172,22 +175,7 @@ class FireEngine:
     def triggers(self, pending: list[Trigger]) -> None:
         """Take each pending trigger of a job this member owns (deleting its node: one member
         does) and run it once. Looked at again whenever what this member owns changes."""
-        self._pending_triggers = pending
-        for trigger in pending:
-            if trigger.job not in self._owned or trigger.znode in self._triggers_in_flight:
-                continue
-            self._triggers_in_flight.add(trigger.znode)
-            try:
-                self._trigger_pool.submit(self._take, trigger)
-            except RuntimeError:  # stopping
-                return
-
-    def _take(self, trigger: Trigger) -> None:
-        try:
-            if self._take_trigger is None or self._take_trigger(trigger.znode):
-                self._post_event(trigger.job, m.Triggered(trigger.znode))
-        finally:
-            self._triggers_in_flight.discard(trigger.znode)
+        self._intake.offer(pending, self._owned)
 
     # -- queries (any thread) ---------------------------------------------------------------
 
@@ -238,7 +226,7 @@ class FireEngine:
         self._queue.put(None)
         if self._thread is not None:
             self._thread.join(5.0)
-        self._trigger_pool.shutdown(wait=False, cancel_futures=True)
+        self._background.shutdown(wait=False, cancel_futures=True)
         self.commands.close()
         self.io.close()
 
@@ -301,12 +289,12 @@ class FireEngine:
                             "dropped": dropped,
                         },
                     )
-                    self.triggers(self._pending_triggers)
+                    self.triggers(self._intake.pending)
             if now >= self._next_chores:
                 self._next_chores = now + CHORES_INTERVAL
                 if self.core.session is not None and self.io.has_chores():
                     self.io.flush_unwritten()
-                    self._trigger_pool.submit(self.io.leases.tidy)
+                    self._background.submit(self.io.leases.tidy)
 
     def _send(self, sends: _Sends) -> None:
         session = self.core.session or 0
