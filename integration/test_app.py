@@ -321,3 +321,34 @@ def test_an_unreadable_bucket_stops_a_start_only_when_it_must_write(
     newcomer.add_job(lambda fire: None, "@daily", name="report")
     with pytest.raises(ClusterUnavailable, match=f"job bucket {broken} is unreadable"):
         newcomer.start(timeout=10)
+
+
+def test_a_function_job_changed_in_the_table_is_said_once(
+    zk: str, client_id: str, kazoo: KazooClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An app runs only its own definition of a function job: one changed in the table by
+    someone else then ran nowhere, and nothing said why."""
+    from zksched.core.jobtable import StoredJob
+    from zksched.zk.jobstore import JobStore
+    from zksched.zk.paths import ClusterPaths
+
+    app = Cluster(zk, client_id, member_id="own", session_timeout=4)
+    app.add_job(lambda fire: None, "@hourly", name="tidy")
+    app.start(timeout=10)
+    try:
+        store = JobStore(kazoo, ClusterPaths(client_id), 5.0)
+        base, table = store.read_table()
+        changed = {**table["tidy"].record, "schedule": "@daily"}
+        store.commit(base, {**table, "tidy": StoredJob("tidy", changed, "")})
+
+        def said() -> list[str]:
+            return [r.getMessage() for r in caplog.records if "function job tidy" in r.getMessage()]
+
+        wait_until(lambda: said(), 10, what="the app says the job is not its own")
+        assert said() == [
+            "function job tidy in the job table is another definition than this app's "
+            "(changed since): this app does not run it; start the app with replace=True to "
+            "put its own back"
+        ]
+    finally:
+        app.stop()

@@ -91,6 +91,7 @@ class Daemon:
             allowed_commands=config.allowed_commands,
             functions=(None if functions is None else {n: h for n, (h, _) in functions.items()}),
         )
+        self._foreign: dict[str, str] = {}  # function jobs not ours in the table: why
         self.cluster = ClusterMembership(
             self.client,
             self.paths,
@@ -166,6 +167,8 @@ class Daemon:
 
     def _on_jobs(self, snapshot: JobsSnapshot) -> None:
         self.engine.update_jobs(snapshot)
+        if self.member.functions is not None:
+            self._note_foreign_definitions(snapshot)
         if not self.config.steward_gc:
             return  # an app's heap is the app's: no freezing it
         # The job table and everything built at start live long: take them out of the
@@ -174,6 +177,31 @@ class Daemon:
         # http). Records are freed by reference counting all the same when a reload drops
         # them; only garbage cycles alive at this moment would stay (there are next to none).
         gc.freeze()
+
+    def _note_foreign_definitions(self, snapshot: JobsSnapshot) -> None:
+        """Say once (per change) when a function job this app registered is not its own in
+        the table any more: it then runs nowhere, and nothing else would say why."""
+        assert self.member.functions is not None
+        for name, ours in self.member.functions.items():
+            entry = snapshot.entries.get(name)
+            spec = None if entry is None else entry.spec
+            if entry is None:
+                why = "is not in the job table (deleted?)"
+            elif spec is None:
+                why = ""  # an invalid record: the job table watcher says why
+            elif spec.kind != "function" or spec.definition_hash != ours:
+                why = "in the job table is another definition than this app's (changed since)"
+            else:
+                why = ""
+            if why and self._foreign.get(name) != why:
+                log.warning(
+                    "function job %s %s: this app does not run it; start the app with "
+                    "replace=True to put its own back",
+                    name,
+                    why,
+                    extra={"event": "function-job-foreign", "job": name},
+                )
+            self._foreign[name] = why
 
     @property
     def stopping(self) -> bool:
