@@ -310,7 +310,7 @@ def delete_tree(client: KazooClient, path: str, timeout: float) -> None:
     """Delete `path` and everything below it, each call bounded by `timeout` (kazoo's own
     recursive delete has no deadline). Nodes already gone are fine; others' errors raise."""
     stack, order = [path], []
-    while stack:  # breadth first, then deleted deepest first
+    while stack:  # each node listed before what is below it; deleted in reverse
         node = stack.pop()
         order.append(node)
         try:
