@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,7 +20,7 @@ def echo_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     cells = [[str(h) for h in headers], *[[_cell(c) for c in row] for row in rows]]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     for row in cells:
-        click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+        say("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
 
 
 def _cell(value: Any) -> str:
@@ -32,5 +33,13 @@ def _cell(value: Any) -> str:
 
 def say(text: object = "", err: bool = False) -> None:
     """`click.echo` for every line the CLI writes: it may carry values read from ZooKeeper
-    (names, states, errors, reasons), so each line is made printable."""
-    click.echo(printable_lines(str(text)), err=err)
+    or a file (names, states, errors, reasons), so each line is made printable, and what
+    the stream cannot encode is written escaped (a strange value never crashes a report)."""
+    stream = sys.stderr if err else sys.stdout
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    shown = printable_lines(str(text))
+    try:
+        shown = shown.encode(encoding, "backslashreplace").decode(encoding, "replace")
+    except LookupError:  # an encoding name Python does not know
+        shown = shown.encode("ascii", "backslashreplace").decode("ascii")
+    click.echo(shown, err=err)

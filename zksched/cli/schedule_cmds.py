@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from datetime import datetime
 
 import click
@@ -15,15 +14,6 @@ from zksched.core.jobspec import MAX_FILE_BYTES, JobSpec, JobSpecError, load_job
 from zksched.core.jobspec import parse_job_file as _parse_job_file
 from zksched.core.schedule import Schedule, ScheduleError, next_fires
 from zksched.core.zones import load_zone
-
-
-def _printable(text: str, stream: object) -> str:
-    """`text` as the stream can encode it: a strange file must not crash the report."""
-    encoding = getattr(stream, "encoding", None) or "utf-8"
-    try:
-        return text.encode(encoding, "backslashreplace").decode(encoding, "replace")
-    except LookupError:  # an encoding name Python does not know
-        return text.encode("ascii", "backslashreplace").decode("ascii")
 
 
 def _load(file: str) -> tuple[str, dict[str, JobSpec]]:
@@ -45,18 +35,18 @@ def check_command(file: str) -> None:
         source, jobs = _load(file)
     except JobSpecError as exc:
         for problem in exc.problems:
-            say(_printable(str(problem), sys.stderr), err=True)
+            say(str(problem), err=True)
         count = len(exc.problems)
         name = "<stdin>" if file == "-" else file
         raise CliFailure(
-            _printable(f"{name}: {count} problem{'s' if count != 1 else ''} found", sys.stderr),
+            f"{name}: {count} problem{'s' if count != 1 else ''} found",
             EXIT_INVALID,
         ) from None
     count = len(jobs)
-    say(_printable(f"{source}: {count} job{'s' if count != 1 else ''} OK", sys.stdout))
+    say(f"{source}: {count} job{'s' if count != 1 else ''} OK")
     for name, spec in jobs.items():  # what month-dependent day forms and @at mean
         for line in spec.schedule_obj.explain():
-            say(_printable(f"  {name}: {line}", sys.stdout))
+            say(f"  {name}: {line}")
 
 
 def _parse_after(text: str | None, timezone: str) -> datetime:
@@ -112,7 +102,7 @@ def next_command(
     try:
         schedule = Schedule.parse(expression, timezone)
     except ScheduleError as exc:
-        raise invalid(_printable(str(exc), sys.stderr)) from None
+        raise invalid(str(exc)) from None
     start = _parse_after(after, timezone)
     try:
         fires = next_fires(schedule, start, count)
