@@ -106,7 +106,7 @@ class FireEngine:
         self._owned_dirty = False
         self._refused: set[tuple[str, str]] = set()
         self._view: ClusterView | None = None
-        self._background = ThreadPoolExecutor(2, thread_name_prefix="zksched-trigger")
+        self._background = ThreadPoolExecutor(2, thread_name_prefix="zksched-background")
         self._intake = TriggerIntake(
             take_trigger,
             lambda t: self._post_event(t.job, m.Triggered(t.znode)),
