@@ -16,6 +16,7 @@ from kazoo.exceptions import BadVersionError, NoNodeError, NotEmptyError
 from zksched.core.firekey import is_instant
 from zksched.core.fires import FireRecord
 from zksched.zk.connection import delete_tree, wait
+from zksched.zk.fire_reader import parse_fire
 from zksched.zk.firefolder import (
     UNREADABLE_HORIZON,
     effective_horizon,
@@ -45,10 +46,7 @@ class FireHistory:
             raw, _ = wait(self._client.get_async(self._paths.fire(job, instant)), self._timeout)
         except NoNodeError:
             return None
-        try:
-            return FireRecord.from_json(raw)
-        except (ValueError, TypeError, UnicodeDecodeError):
-            return None
+        return parse_fire(raw)
 
     def newest(self, jobs: list[str]) -> dict[str, FireRecord | None]:
         """Each job's newest record (None: unreadable): one pipelined listing, then one read,
@@ -76,11 +74,9 @@ class FireHistory:
         for key, result in pending:
             try:
                 raw, _ = wait(result, self._timeout)
-                out[key] = FireRecord.from_json(raw)
             except NoNodeError:
                 continue
-            except (ValueError, TypeError, UnicodeDecodeError):
-                out[key] = None
+            out[key] = parse_fire(raw)
         return out
 
     def pruned_through(self, job: str, records: Iterable[str] = ()) -> str | None:
