@@ -197,9 +197,19 @@ def test_hostile_records_never_stop_the_daemon_or_the_commands(
     # the valid jobs go on firing, on time (a busy machine may slow the daemons' reading
     # of the garbage above: a wait, not a fixed window); each job's own starts are waited
     # for (an at-least-once catch-up can write several lines of one job at once)
-    log.wait_for(
-        lambda: all(started_after(log, job, injected) >= 2 for job in ("steady", "sure")), 15
-    )
+    try:
+        log.wait_for(
+            lambda: all(started_after(log, job, injected) >= 2 for job in ("steady", "sure")), 15
+        )
+    except AssertionError as stalled:
+        starts = {job: started_after(log, job, injected) for job in ("steady", "sure")}
+        problems = "\n".join(
+            line
+            for d in group
+            for line in d.log_text().splitlines()
+            if '"level": "warning"' in line or '"level": "error"' in line
+        )
+        raise AssertionError(f"starts after the garbage: {starts}\n{problems[-6000:]}") from stalled
     assert daemon.alive, daemon.log_text()[-3000:]
     assert log.duplicates() == {}
     for job in ("steady", "sure"):
