@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from zksched.core.jobtable import StoredJob
 from zksched.zk.jobstore import (
     MAX_BLOB_BYTES,
@@ -31,6 +33,14 @@ def test_bucket_round_trip_and_content_address() -> None:
     decoded, error = decode_bucket(raw)
     assert error is None and decoded == table
     assert blob_id(raw) == blob_id(encode_bucket(dict(reversed(table.items()))))
+
+
+def test_a_bucket_its_readers_would_refuse_is_never_written() -> None:
+    # one such record would make the whole bucket unreadable: every job in it lost
+    for odd in (float("inf"), float("-inf"), float("nan"), "\ud800"):
+        table = {**jobs(3), "bad": StoredJob("bad", {"schedule": [odd]}, "2026-01-01T00:00:00Z")}
+        with pytest.raises(ValueError, match="the record of job bad holds a value JSON cannot"):
+            encode_bucket(table)
 
 
 def test_a_malformed_bucket_is_reported_not_raised() -> None:

@@ -82,8 +82,31 @@ def bucket_index(name: str, count: int) -> int:
 
 
 def encode_bucket(jobs: Mapping[str, StoredJob]) -> bytes:
+    """The bucket's bytes; ValueError when a record holds what its readers refuse (NaN or
+    Infinity, a lone surrogate): such a bucket would not be JSON, and every job in it lost."""
     data = {"format": FORMAT, "jobs": {n: jobs[n].to_data() for n in sorted(jobs)}}
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    try:
+        return _dump(data)
+    except ValueError:
+        bad = [n for n in sorted(jobs) if not _encodes(jobs[n].to_data())]
+        raise ValueError(
+            f"the record of job {', '.join(bad)} holds a value JSON cannot carry "
+            "(NaN, Infinity or a lone surrogate): not written"
+        ) from None
+
+
+def _dump(data: object) -> bytes:
+    return json.dumps(
+        data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    ).encode()
+
+
+def _encodes(data: object) -> bool:
+    try:
+        _dump(data)
+    except ValueError:
+        return False
+    return True
 
 
 def blob_id(content: bytes) -> str:
