@@ -20,7 +20,7 @@ from integration.fires import FireLog, recording_job
 from integration.harness import DaemonProcess, run_cli, wait_until
 from zksched.core.firekey import parse_utc
 from zksched.core.jobtable import StoredJob
-from zksched.zk.jobstore import JobStore, blob_id
+from zksched.zk.jobstore import MIN_BUCKETS, JobStore, blob_id, bucket_index
 from zksched.zk.paths import ClusterPaths
 
 Start = Callable[..., DaemonProcess]
@@ -381,8 +381,8 @@ def test_jobs_apply_replaces_a_broken_job_table(
 def test_a_change_never_drops_the_jobs_of_a_bucket_it_cannot_read(
     zk: str, client_id: str, tmp_path: Path, kazoo: KazooClient
 ) -> None:
-    """A bucket that cannot be read (here: a lone surrogate, which fails every encode) left
-    its jobs out of the table read, and the next `jobs pause` of any other job wrote the
+    """A bucket that cannot be read (here: bytes that are not text) left its jobs out of the
+    table read, and the next `jobs pause` of any other job wrote the
     table without them, saying nothing. A change now refuses, naming the bucket; `jobs
     apply` says what it replaces."""
     names = [f"job-{i}" for i in range(12)]
@@ -396,7 +396,7 @@ def test_a_change_never_drops_the_jobs_of_a_bucket_it_cannot_read(
     root = store.read_root()
     broken = next(b for b in root.buckets if b)
     lost = set(json.loads(kazoo.get(paths.blob(broken))[0])["jobs"])
-    kazoo.set(paths.blob(broken), b'{"format":1,"jobs":{"x":{"updated_at":"\\ud800"}}}')
+    kazoo.set(paths.blob(broken), b'{"format":1,"jobs":{"x":\xff\xfe}}')
     other = next(n for n in names if n not in lost)
 
     for args in (("jobs", "pause", other), ("jobs", "at", "+1h", "once", "--", "/bin/true")):
@@ -413,3 +413,60 @@ def test_a_change_never_drops_the_jobs_of_a_bucket_it_cannot_read(
     assert "the jobs of" in done.stderr and f"job bucket {broken}" in done.stderr
     listed = run_cli(zk, client_id, "jobs", "list", "--json")
     assert {r["name"] for r in json.loads(listed.stdout)} == set(names)
+
+
+def test_a_record_its_bucket_cannot_carry_disables_that_job_only(
+    daemons: Start, zk: str, client_id: str, tmp_path: Path, kazoo: KazooClient
+) -> None:
+    """NaN in one job's record (written by a hand or a tool, past the store's own refusal)
+    made its whole bucket unreadable: every job sharing the bucket stopped, cluster-wide.
+    Now that job alone is disabled, `jobs list` says why, and `jobs apply` repairs it."""
+    keep, spoil = same_bucket_names()
+    out = tmp_path / "fires.log"
+    jobfile = tmp_path / "jobs.toml"
+    jobfile.write_text(recording_job(keep, out) + recording_job(spoil, out))
+    group = [daemons() for _ in range(3)]
+    wait_until(lambda: all(len(d.last_members() or ()) == 3 for d in group), 20, what="joined")
+    assert run_cli(zk, client_id, "jobs", "apply", str(jobfile)).returncode == 0
+    log = FireLog(out)
+    log.wait_for(lambda: {keep, spoil} <= set(log.by_job()), 20)
+
+    paths = ClusterPaths(client_id)
+    root = JobStore(kazoo, paths, 5.0).read_root()
+    shared = next(
+        b for b in root.buckets if b and spoil in json.loads(kazoo.get(paths.blob(b))[0])["jobs"]
+    )
+    data = json.loads(kazoo.get(paths.blob(shared))[0])
+    assert keep in data["jobs"], "the two jobs were meant to share a bucket"
+    data["jobs"][spoil]["spec"]["timeout"] = "@NAN@"
+    spoiled = json.dumps(data).replace('"@NAN@"', "NaN").encode()
+    kazoo.create(paths.blob(blob_id(spoiled)), spoiled)
+    root_data = json.loads(kazoo.get(paths.jobs)[0])
+    root_data["buckets"] = [blob_id(spoiled) if b == shared else b for b in root.buckets]
+    kazoo.set(paths.jobs, json.dumps(root_data).encode(), version=root.version)
+    spoiled_at = time.time()
+
+    log.wait_for(lambda: started_after(log, keep, spoiled_at + 1) >= 3, 15)
+    assert all(d.alive for d in group)
+    listed = {
+        r["name"]: r for r in json.loads(run_cli(zk, client_id, "jobs", "list", "--json").stdout)
+    }
+    assert listed[keep]["error"] is None
+    assert "not finite" in listed[spoil]["error"], listed[spoil]
+    assert started_after(log, spoil, spoiled_at + 2) == 0  # disabled: it runs nowhere
+
+    repaired = run_cli(zk, client_id, "jobs", "apply", str(jobfile))
+    assert repaired.returncode == 0, repaired.stderr
+    repaired_at = time.time()
+    log.wait_for(lambda: started_after(log, spoil, repaired_at) >= 1, 15)
+    assert log.duplicates() == {}
+
+
+def same_bucket_names() -> tuple[str, str]:
+    """Two job names a small table keeps in one bucket."""
+    first = "keep"
+    for i in range(1000):
+        other = f"spoil-{i}"
+        if bucket_index(other, MIN_BUCKETS) == bucket_index(first, MIN_BUCKETS):
+            return first, other
+    raise AssertionError("no two names share a bucket")

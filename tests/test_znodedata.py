@@ -11,10 +11,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from zksched.core.fires import FireRecord
+from zksched.core.jobtable import parse_stored
 from zksched.core.owners import MemberRecordError, member_from_record
-from zksched.core.znodedata import ZnodeDataError, finite_number, load_json, load_object
+from zksched.core.znodedata import (
+    ZnodeDataError,
+    finite_number,
+    load_json,
+    load_object,
+    unfit_problem,
+)
 from zksched.zk.clocks import ClockReading
-from zksched.zk.jobstore import decode_bucket
+from zksched.zk.jobstore import decode_bucket, encode_bucket
 
 HOSTILE = [
     (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
@@ -95,3 +102,39 @@ def test_bucket_entries_that_are_not_job_names_are_ignored_not_the_bucket(
     jobs, error = decode_bucket(raw)
     assert list(jobs) == ["ok"] and error is None  # the bucket's jobs are all there
     assert "entries that are not job names (ignored): '..', 'a/b'" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ("Infinity", "not finite"),
+        ("-Infinity", "not finite"),
+        ("NaN", "not finite"),
+        ('"\\ud800"', "lone surrogate"),
+        ('{"\\udfff": 1}', "lone surrogate"),
+    ],
+)
+def test_a_bucket_entry_that_cannot_be_used_disables_that_job_only(value: str, why: str) -> None:
+    """One job's record holding NaN (or a lone surrogate) made the whole bucket unreadable:
+    every job sharing it left the table, cluster-wide."""
+    good = '{"spec": {"schedule": "@daily"}, "updated_at": "2026-01-01T00:00:00Z"}'
+    bad = f'{{"spec": {{"timeout": [{{"a": {value}}}]}}, "updated_at": "2026-01-01T00:00:00Z"}}'
+    raw = f'{{"format": 1, "jobs": {{"a": {good}, "b": {bad}, "c": {good}}}}}'.encode()
+    jobs, error = decode_bucket(raw)
+    assert error is None and sorted(jobs) == ["a", "b", "c"]
+    assert jobs["a"].record == {"schedule": "@daily"}
+    entry = parse_stored(jobs["b"])
+    assert entry.spec is None and entry.error is not None
+    assert entry.error.startswith("its stored record is unreadable") and why in entry.error
+    # what a later write keeps for it is JSON its readers take, and says the same
+    again, error = decode_bucket(encode_bucket(jobs))
+    assert error is None and parse_stored(again["b"]).error == entry.error
+
+
+def test_unfit_values_are_found_at_the_parsers_own_depth() -> None:
+    raw = b"[" * 900 + b"NaN" + b"]" * 900
+    value = load_json(raw, "a bucket", keep_unfit=True)
+    assert unfit_problem(value) is not None
+    assert unfit_problem(load_json(b"[" * 900 + b"1" + b"]" * 900, "b", keep_unfit=True)) is None
+    with pytest.raises(ZnodeDataError, match="not JSON"):
+        load_json(raw, "a znode")  # without keep_unfit: refused as before

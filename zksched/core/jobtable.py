@@ -40,11 +40,25 @@ class JobEntry:
         return self.spec is not None
 
 
+UNREADABLE_KEY = "__unreadable__"
+
+
+def unreadable_record(problem: str) -> dict[str, str]:
+    """What stands in the table for a job whose stored record could not be decoded although
+    its bucket could (NaN, a lone surrogate): valid JSON that `parse_stored` refuses with
+    `problem`, kept as it is by later writes until `jobs apply` replaces it."""
+    return {UNREADABLE_KEY: problem}
+
+
 def parse_stored(stored: StoredJob) -> JobEntry:
     """Validate a stored record like a job file would be; a bad one disables only its job."""
     problem = name_problem(stored.name, "job name")
     if problem:
         return JobEntry(stored.name, None, problem, stored.updated_at)
+    record = stored.record
+    if isinstance(record, dict) and set(record) == {UNREADABLE_KEY}:
+        why = str(record[UNREADABLE_KEY])[:200]
+        return JobEntry(stored.name, None, f"its stored record is unreadable: {why}", "")
     try:
         spec = JobSpec.from_record(stored.record)
     except JobSpecError as exc:

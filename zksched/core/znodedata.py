@@ -30,25 +30,74 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number here")
 
 
-def load_json(raw: bytes, what: str, limit: int = MAX_ZNODE_BYTES) -> Any:
+class _Unfit:
+    """Where NaN or Infinity stood, in a value decoded with `keep_unfit`."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<not finite>"
+
+
+UNFIT = _Unfit()
+
+
+def load_json(
+    raw: bytes, what: str, limit: int = MAX_ZNODE_BYTES, *, keep_unfit: bool = False
+) -> Any:
     """The JSON value in `raw` (the data of `what`, e.g. "member znode m-1.0000000003"), or
-    ZnodeDataError saying why it is not one."""
+    ZnodeDataError saying why it is not one.
+
+    `keep_unfit`: for a value that holds many records (a job bucket), NaN and Infinity
+    decode as UNFIT and lone surrogates are kept, so that the caller confines them to the
+    record holding them (`unfit_problem`) instead of losing every record with it."""
     if len(raw) > limit:
         raise ZnodeDataError(f"{what} is {len(raw)} bytes; the limit is {limit}")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise ZnodeDataError(f"{what} is not UTF-8 text") from None
+    constant = _keep_unfit if keep_unfit else _no_constant
     try:
-        value = json.loads(text, parse_constant=_no_constant)
+        value = json.loads(text, parse_constant=constant)
     except RecursionError:
         raise ZnodeDataError(f"{what} is nested too deeply to be a record") from None
     except ValueError as exc:  # also integers too long to convert
         raise ZnodeDataError(f"{what} is not JSON: {str(exc)[:200]}") from None
-    if _SURROGATE_ESCAPE.search(text) and not _is_unicode(value):
+    if not keep_unfit and _SURROGATE_ESCAPE.search(text) and not _is_unicode(value):
         # "\ud800" alone parses, then fails every encode (a path, a log line, a re-write)
         raise ZnodeDataError(f"{what} holds text that is not Unicode (a lone surrogate)")
     return value
+
+
+def _keep_unfit(_name: str) -> Any:
+    return UNFIT
+
+
+def unfit_problem(value: Any) -> str | None:
+    """Why a value decoded with `keep_unfit` cannot be used (None: it can). Iterative: the
+    parser's own depth limit leaves no room for a recursive walk."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if item is UNFIT:
+            return "it holds a number that is not finite (NaN or Infinity)"
+        if isinstance(item, str) and not _encodes(item):
+            return "it holds text that is not Unicode (a lone surrogate)"
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _is_unicode(value: Any) -> bool:

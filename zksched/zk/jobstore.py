@@ -28,9 +28,9 @@ import mmh3
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from zksched.core.jobtable import StoredJob
+from zksched.core.jobtable import StoredJob, unreadable_record
 from zksched.core.names import is_valid_name
-from zksched.core.znodedata import ZnodeDataError, load_json, load_object
+from zksched.core.znodedata import ZnodeDataError, load_json, load_object, unfit_problem
 from zksched.zk.connection import wait
 from zksched.zk.paths import ClusterPaths
 
@@ -117,7 +117,7 @@ def decode_bucket(raw: bytes) -> tuple[dict[str, StoredJob], str | None]:
     """The jobs of a bucket, and an error if the bucket as a whole cannot be read (entries
     that are not jobs are left out, and logged)."""
     try:
-        data = load_json(raw, "job bucket")
+        data = load_json(raw, "job bucket", keep_unfit=True)
     except ZnodeDataError as exc:
         return {}, str(exc)
     if not isinstance(data, dict) or not isinstance(data.get("jobs"), dict):
@@ -128,6 +128,10 @@ def decode_bucket(raw: bytes) -> tuple[dict[str, StoredJob], str | None]:
         if not is_valid_name(name):
             # never a job, and never a path: '..' or 'a/b' would name another node
             strangers.append(repr(name)[:60])
+            continue
+        problem = unfit_problem(entry)
+        if problem is not None:  # that job disabled (and logged so), not all the bucket's
+            jobs[name] = StoredJob(name, unreadable_record(problem), "")
             continue
         if isinstance(entry, dict):
             record, updated = entry.get("spec"), entry.get("updated_at")
