@@ -82,7 +82,7 @@ def unfit_problem(value: Any) -> str | None:
         item = stack.pop()
         if item is UNFIT:
             return "it holds a number that is not finite (NaN or Infinity)"
-        if isinstance(item, str) and not _encodes(item):
+        if isinstance(item, str) and not _is_unicode(item):
             return "it holds text that is not Unicode (a lone surrogate)"
         if isinstance(item, dict):
             stack.extend(item.keys())
@@ -90,14 +90,6 @@ def unfit_problem(value: Any) -> str | None:
         elif isinstance(item, list):
             stack.extend(item)
     return None
-
-
-def _encodes(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _is_unicode(value: Any) -> bool:
