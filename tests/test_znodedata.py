@@ -18,6 +18,7 @@ from zksched.core.znodedata import (
     finite_number,
     load_json,
     load_object,
+    may_hold_unfit,
     unfit_problem,
 )
 from zksched.zk.clocks import ClockReading
@@ -138,3 +139,5 @@ def test_unfit_values_are_found_at_the_parsers_own_depth() -> None:
     assert unfit_problem(load_json(b"[" * 900 + b"1" + b"]" * 900, "b", keep_unfit=True)) is None
     with pytest.raises(ZnodeDataError, match="not JSON"):
         load_json(raw, "a znode")  # without keep_unfit: refused as before
+    assert may_hold_unfit(raw) and may_hold_unfit(b'["\\ud800"]')
+    assert not may_hold_unfit(b'{"schedule": "@daily", "n": 1.5}')  # no walk needed

@@ -20,6 +20,7 @@ from typing import Any
 MAX_ZNODE_BYTES = 1 << 20  # ZooKeeper's own default jute.maxbuffer
 # JSON's escape of a UTF-16 surrogate (D800-DFFF): only then can a value hold a lone one.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 class ZnodeDataError(ValueError):
@@ -82,7 +83,7 @@ def unfit_problem(value: Any) -> str | None:
         item = stack.pop()
         if item is UNFIT:
             return "it holds a number that is not finite (NaN or Infinity)"
-        if isinstance(item, str) and not _is_unicode(item):
+        if isinstance(item, str) and not _encodes(item):
             return "it holds text that is not Unicode (a lone surrogate)"
         if isinstance(item, dict):
             stack.extend(item.keys())
@@ -90,6 +91,20 @@ def unfit_problem(value: Any) -> str | None:
         elif isinstance(item, list):
             stack.extend(item)
     return None
+
+
+def may_hold_unfit(raw: bytes) -> bool:
+    """Whether `raw` may decode to a value `unfit_problem` refuses (a byte search: most
+    values need no walk)."""
+    return b"NaN" in raw or b"Infinity" in raw or _SURROGATE_BYTES.search(raw) is not None
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")  # a lone surrogate cannot be
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _is_unicode(value: Any) -> bool:

@@ -30,7 +30,13 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from zksched.core.jobtable import StoredJob, unreadable_record
 from zksched.core.names import is_valid_name
-from zksched.core.znodedata import ZnodeDataError, load_json, load_object, unfit_problem
+from zksched.core.znodedata import (
+    ZnodeDataError,
+    load_json,
+    load_object,
+    may_hold_unfit,
+    unfit_problem,
+)
 from zksched.zk.connection import wait
 from zksched.zk.paths import ClusterPaths
 
@@ -124,12 +130,13 @@ def decode_bucket(raw: bytes) -> tuple[dict[str, StoredJob], str | None]:
         return {}, "job bucket has no jobs table"
     jobs: dict[str, StoredJob] = {}
     strangers: list[str] = []
+    check = may_hold_unfit(raw)
     for name, entry in data["jobs"].items():
         if not is_valid_name(name):
             # never a job, and never a path: '..' or 'a/b' would name another node
             strangers.append(repr(name)[:60])
             continue
-        problem = unfit_problem(entry)
+        problem = unfit_problem(entry) if check else None
         if problem is not None:  # that job disabled (and logged so), not all the bucket's
             jobs[name] = StoredJob(name, unreadable_record(problem), "")
             continue
