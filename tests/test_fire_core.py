@@ -217,6 +217,34 @@ def test_a_failed_history_read_is_tried_again_up_to_the_new_now() -> None:
     assert m.ReadHistory("job") in out
 
 
+def test_a_history_read_never_answered_is_asked_again_not_waited_for_ever() -> None:
+    """The shell answers every read, a failed one too; were an answer ever lost (a bug in
+    the shell), the job stood in PLANNING, firing nothing, until the member restarted."""
+    shell = Shell(spec(), updated_at=T0 - 100, answer_deadline=30.0)
+    shell.now = T0 + 0.5
+    assert m.ReadHistory("job") in shell.join()
+    assert m.ReadHistory("job") not in shell.to(29.0)  # an answer may still come
+    assert m.ReadHistory("job") in shell.to(31.0)
+    if [a for a in shell.give(m.HistoryRead((at(30),))) if isinstance(a, m.ReadRanges)]:
+        shell.give(m.RangesRead(()))
+    assert shell.machine.phase is JobPhase.ACTIVE
+    shell.lease(m.LeaseOutcome.TAKEN)
+    assert at(31) in claims(shell.actions)  # it fires again: the latest instant due
+
+
+def test_skip_ranges_never_answered_are_read_again_from_the_history() -> None:
+    shell = Shell(spec(catchup="all"), updated_at=T0 - 100, answer_deadline=30.0)
+    shell.now = T0 + 0.5
+    shell.join()
+    out = shell.give(m.HistoryRead((at(-10), at(-8))))  # a hole at -9
+    assert [a for a in out if isinstance(a, m.ReadRanges)]
+    assert m.ReadHistory("job") in shell.to(31.0)
+    out = shell.give(m.HistoryRead((at(-10), at(-8), at(30))))  # the new read is taken
+    assert [a for a in out if isinstance(a, m.ReadRanges)]  # the hole is looked at again
+    shell.give(m.RangesRead(()))
+    assert shell.machine.phase is JobPhase.ACTIVE
+
+
 # -- claims whose reply was lost -----------------------------------------------------------------
 
 

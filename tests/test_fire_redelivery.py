@@ -133,6 +133,15 @@ def test_an_active_owner_looks_for_orphans_every_interval_and_runs_them() -> Non
     assert [a for a in shell.to(25.5) if isinstance(a, m.FindOrphans)]  # 10 s after the answer
 
 
+def test_an_orphan_look_never_answered_is_asked_again() -> None:
+    shell = Shell(spec(**ALO), updated_at=T0, orphan_interval=10.0, answer_deadline=30.0)
+    shell.join()
+    planned(shell, (), ())
+    assert [a for a in shell.to(10.0) if isinstance(a, m.FindOrphans)]
+    assert not [a for a in shell.to(39.0) if isinstance(a, m.FindOrphans)]  # one at a time
+    assert [a for a in shell.to(40.5) if isinstance(a, m.FindOrphans)]  # not for ever
+
+
 def test_an_at_most_once_job_never_looks_for_orphans() -> None:
     shell = Shell(spec(**{**ALO, "delivery": "at-most-once"}), updated_at=T0)
     shell.join()

@@ -223,6 +223,7 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
             self._plan_retry = now
         if self.phase is JobPhase.PLANNING and self._plan_retry <= now:
             self.phase = JobPhase.INACTIVE  # plan again, up to now
+            self._pending_plan = None  # (its ranges were never answered)
             self._waiting.clear()
             self._activate(now)
         if self._next is None and self.phase is not JobPhase.DELETED and self.owned:

@@ -358,3 +358,6 @@ class FireTunables:
     future_margin: float = FUTURE_MARGIN
     on_session_loss: Literal["terminate", "continue"] = "terminate"
     orphan_interval: float = 10.0  # at-least-once: look for orphaned claims this often
+    # a read the shell never answered (it answers every one, a failure too: so only a bug
+    # in the shell) is asked again after this, rather than leave the job waiting for ever
+    answer_deadline: float = 60.0

@@ -52,7 +52,7 @@ class CatchupPlanning(Redelivering):
             self._orphan_checks_from(now)
         else:
             self.phase = JobPhase.PLANNING
-            self._plan_retry = NEVER
+            self._plan_retry = now + self.tunables.answer_deadline
             orphans_since = None
             if self._at_least_once:
                 orphans_since = _utc(self._plan_until - spec.catchup_window)
@@ -86,6 +86,7 @@ class CatchupPlanning(Redelivering):
         if self._at_least_once:
             self._queue_reruns(event.orphans, limit)  # run again with the catch-up
         if behind:
+            self._plan_retry = now + self.tunables.answer_deadline
             self._out.append(m.ReadRanges(spec.name, tuple(next_records(behind, recorded))))
         else:
             self._apply_plan(now)

@@ -46,7 +46,7 @@ class Redelivering(JobState):
     def _look_for_orphans(self, now: float) -> None:
         """While active: ask for the job's orphans when it is time (one ask at a time)."""
         if self._at_least_once and self.phase is JobPhase.ACTIVE and self._orphans_due <= now:
-            self._orphans_due = NEVER  # until the answer
+            self._orphans_due = now + self.tunables.answer_deadline  # (answered: sooner)
             since = _utc(now - self.spec.catchup_window)
             self._out.append(m.FindOrphans(self.spec.name, since))
 
