@@ -22,9 +22,11 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState
 
 from zksched.core.jobtable import JobEntry, parse_stored
+from zksched.core.text import printable
 from zksched.zk.connection import wait
 from zksched.zk.jobstore import ConcurrentChange, CorruptTable, JobStore, TableRoot
 from zksched.zk.paths import ClusterPaths
+from zksched.zk.triggers import Triggers
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +68,8 @@ class JobTableWatcher:
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._parsed: dict[str, dict[str, JobEntry]] = {}  # bucket id -> its parsed jobs
+        self._unreadable: set[str] = set()  # bucket ids that could not be read
+        self._triggers = Triggers(client, paths, timeout)
         self._root: TableRoot | None = None
         self._jobs_dirty = True
         self._triggers_dirty = True
@@ -158,14 +162,17 @@ class JobTableWatcher:
         except CorruptTable as exc:
             log.error("%s; keeping the last good job table", exc)
             return
-        for blob, (jobs, _error) in blobs.items():  # an unreadable one: logged as read
+        for blob, (jobs, error) in blobs.items():  # an unreadable one: logged as read
             self._parsed[blob] = {name: parse_stored(stored) for name, stored in jobs.items()}
+            if error:
+                self._unreadable.add(blob)
         entries: dict[str, JobEntry] = {}
         for blob in root.buckets:
             if blob:
                 entries.update(self._parsed[blob])
         for stale in [b for b in self._parsed if b not in set(root.buckets)]:
             del self._parsed[stale]
+            self._unreadable.discard(stale)
         previous = self.snapshot.entries
         for name, entry in entries.items():
             if entry.error and (name not in previous or previous[name].error != entry.error):
@@ -177,6 +184,7 @@ class JobTableWatcher:
                 )
         self._root = root
         self.snapshot = JobsSnapshot(root.generation, entries)
+        self._triggers_dirty = True  # triggers of jobs gone with this change are swept
         log.info(
             "job table generation %d: %d jobs (%d disabled)",
             root.generation,
@@ -199,4 +207,18 @@ class JobTableWatcher:
         if children:
             self._on_triggers(
                 [Trigger(c, ClusterPaths.job_of_trigger(c)) for c in sorted(children)]
+            )
+            self._sweep(children)
+
+    def _sweep(self, children: list[str]) -> None:
+        root = self._root
+        if root is None or any(b in self._unreadable for b in root.buckets):
+            return  # a job of a bucket not read is not known to be gone
+        gone = self._triggers.sweep(children, self.snapshot.entries.keys(), root.mzxid)
+        if gone:
+            log.warning(
+                "deleted %d trigger node(s) of jobs not in the job table (e.g. %s)",
+                len(gone),
+                printable(gone[0])[:80],
+                extra={"event": "trigger-stray", "count": len(gone)},
             )
