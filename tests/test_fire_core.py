@@ -803,6 +803,48 @@ def test_an_instant_skipped_behind_a_claim_that_contact_lost_is_caught_up() -> N
     assert [(c.instant, c.kind) for c in shell.of(m.Claim)][2:] == [(at(1), "catchup")]  # type: ignore[attr-defined]
 
 
+def test_an_instant_skipped_behind_a_claim_whose_reply_was_lost_waits_for_its_outcome() -> None:
+    """Regression (chaos partition-overlap, CI): at(1) came due while the claim of at(0) was
+    on its way; that claim's reply then timed out while the session still looked connected
+    (UNKNOWN: no longer holding the job), and at(1) was recorded `still-running` at once.
+    Contact was lost next, at(0) withdrawn and caught up: at(1) stayed skipped behind a run
+    that never was."""
+    shell = Shell(spec(catchup="all"), updated_at=T0 - 0.5)
+    shell.join()
+    shell.lease(m.LeaseOutcome.TAKEN)
+    shell.to(0.0)
+    shell.to(1.0)
+    assert shell.skips(m.SkipReason.STILL_RUNNING) == [at(1)]
+    assert not shell.give(m.ClaimAnswered(at(0), m.ClaimOutcome.UNKNOWN))
+    shell.to(1.2)
+    assert not shell.of(m.RecordSkip)
+    shell.feed(shell.machine.set_session(None, shell.now))
+    shell.now = T0 + 1.8
+    shell.feed(shell.machine.set_session(SESSION, shell.now))
+    shell.give(m.ClaimAnswered(at(0), m.ClaimOutcome.ABSENT))
+    shell.give(m.HistoryRead(()))
+    shell.lease(m.LeaseOutcome.TAKEN)
+    assert not shell.of(m.RecordSkip)
+    assert at(0) in claims(shell.actions[-3:])
+    shell.run(at(0), token=2)
+    shell.finish(at(0))
+    assert [(c.instant, c.kind) for c in shell.of(m.Claim)][-1] == (at(1), "catchup")  # type: ignore[attr-defined]
+
+
+def test_an_instant_skipped_behind_a_lost_reply_is_recorded_once_that_claim_settles() -> None:
+    shell = Shell(spec(), updated_at=T0 - 0.5)
+    shell.join()
+    shell.lease(m.LeaseOutcome.TAKEN)
+    shell.to(0.0)
+    shell.to(1.0)  # at(1) skipped behind at(0)'s claim
+    shell.give(m.ClaimAnswered(at(0), m.ClaimOutcome.UNKNOWN))
+    assert m.Resolve("job", at(0)) in shell.to(1.6)
+    assert not shell.of(m.RecordSkip)
+    out = shell.give(m.ClaimAnswered(at(0), m.ClaimOutcome.CREATED, 9))  # ours, too late
+    assert not [a for a in out if isinstance(a, m.Start)]
+    assert m.RecordSkip("job", at(1), "scheduled", m.SkipReason.STILL_RUNNING) in out
+
+
 def test_a_trigger_goes_before_the_rest_of_a_long_catchup() -> None:
     """Regression (simulator, seed 992): a slow job caught up with `all` had a minute of
     instants queued; a trigger waited behind all of them (over 40 s) although the operator

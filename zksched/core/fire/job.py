@@ -146,8 +146,8 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
             # the job left us (or went before the withdrawal was answered): a changed job
             # stays active, and its re-plan sees them
             self._record_withdrawn()
-        if self._unrecorded and not self.holding:  # the claim that held the job settled
-            self._record_still_running()
+        if self._unrecorded and not self.holding and not self._outcome_pending:
+            self._record_still_running()  # the claim that held the job settled
         if self._triggers and self.phase is JobPhase.DELETED:
             self._triggers.clear()
         elif self._triggers and not self.owned and self.session is not None:

@@ -194,6 +194,12 @@ class JobState:
         return any(f.stage in HOLDS_JOB for f in self.fires.values())
 
     @property
+    def _outcome_pending(self) -> bool:
+        """A claim of ours whose outcome is not known yet (its reply lost, being resolved,
+        parked, being withdrawn): it may still start, or come to nothing."""
+        return any(f.stage in _UNSETTLED for f in self.fires.values())
+
+    @property
     def _active(self) -> bool:
         return self.owned and self.session is not None and self.phase is not JobPhase.DELETED
 
