@@ -454,6 +454,8 @@ def test_a_record_its_bucket_cannot_carry_disables_that_job_only(
     assert listed[keep]["error"] is None
     assert "not finite" in listed[spoil]["error"], listed[spoil]
     assert started_after(log, spoil, spoiled_at + 2) == 0  # disabled: it runs nowhere
+    refused = run_cli(zk, client_id, "jobs", "pause", spoil)  # nothing to pause: apply fixes it
+    assert refused.returncode == 1 and "fix it with `jobs apply`" in refused.stderr, refused
 
     repaired = run_cli(zk, client_id, "jobs", "apply", str(jobfile))
     assert repaired.returncode == 0, repaired.stderr

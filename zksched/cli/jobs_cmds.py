@@ -14,7 +14,7 @@ from zksched.cli.jobview import check_job_name, cluster, entry_of, job_row, zk_e
 from zksched.cli.main import cli
 from zksched.cli.output import echo_json, echo_table, say
 from zksched.core.jobspec import JobSpecError, load_job_file
-from zksched.core.jobtable import StoredJob, is_function_job, plan_apply
+from zksched.core.jobtable import UNREADABLE_KEY, StoredJob, is_function_job, plan_apply
 from zksched.zk.claims import FireClaims
 from zksched.zk.jobstore import (
     ConcurrentChange,
@@ -200,7 +200,7 @@ def _change_one(ctx: CliContext, name: str, verb: str) -> None:
         if verb == "delete":
             del table[name]
             return table
-        if not isinstance(stored.record, dict):
+        if not isinstance(stored.record, dict) or UNREADABLE_KEY in stored.record:
             raise CliFailure(f"job {name!r} has a malformed record; fix it with `jobs apply`")
         paused = verb == "pause"
         if bool(stored.record.get("paused", False)) == paused:
