@@ -11,14 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from zksched.core.fires import FireRecord
-from zksched.core.jobtable import parse_stored
+from zksched.core.jobtable import is_function_job, parse_stored
 from zksched.core.owners import MemberRecordError, member_from_record
 from zksched.core.znodedata import (
     ZnodeDataError,
     finite_number,
     load_json,
+    load_json_keeping_unfit,
     load_object,
-    may_hold_unfit,
     unfit_problem,
 )
 from zksched.zk.clocks import ClockReading
@@ -30,6 +30,7 @@ HOSTILE = [
     (b"9" * 5000, "not JSON"),
     (b'{"session": NaN}', "not JSON"),
     (b'{"session": Infinity}', "not JSON"),
+    (b'{"session": 1e999}', "not a finite number"),
     (b"\xff\xfe", "not UTF-8"),
     (b"", "not JSON"),
     (b"x" * 2_000_000, "bytes; the limit"),
@@ -111,6 +112,8 @@ def test_bucket_entries_that_are_not_job_names_are_ignored_not_the_bucket(
         ("Infinity", "not finite"),
         ("-Infinity", "not finite"),
         ("NaN", "not finite"),
+        ("1e999", "not finite"),  # json reads it as inf
+        ("-1E400", "not finite"),
         ('"\\ud800"', "lone surrogate"),
         ('{"\\udfff": 1}', "lone surrogate"),
     ],
@@ -134,10 +137,20 @@ def test_a_bucket_entry_that_cannot_be_used_disables_that_job_only(value: str, w
 
 def test_unfit_values_are_found_at_the_parsers_own_depth() -> None:
     raw = b"[" * 900 + b"NaN" + b"]" * 900
-    value = load_json(raw, "a bucket", keep_unfit=True)
-    assert unfit_problem(value) is not None
-    assert unfit_problem(load_json(b"[" * 900 + b"1" + b"]" * 900, "b", keep_unfit=True)) is None
+    value, found = load_json_keeping_unfit(raw, "a bucket")
+    assert found and unfit_problem(value) is not None
+    plain, found = load_json_keeping_unfit(b"[" * 900 + b"1.5" + b"]" * 900, "b")
+    assert not found and unfit_problem(plain) is None  # no walk needed
     with pytest.raises(ZnodeDataError, match="not JSON"):
-        load_json(raw, "a znode")  # without keep_unfit: refused as before
-    assert may_hold_unfit(raw) and may_hold_unfit(b'["\\ud800"]')
-    assert not may_hold_unfit(b'{"schedule": "@daily", "n": 1.5}')  # no walk needed
+        load_json(raw, "a znode")  # refused whole, as every other reader does
+    assert load_json_keeping_unfit(b'["\\ud800"]', "c")[1]
+
+
+def test_an_unreadable_function_job_stays_a_function_job() -> None:
+    """Its app replaces it (with replace=True), and `jobs apply --prune` leaves it, as any
+    function job; it was taken for a command job of that name."""
+    bad = '{"spec": {"kind": "function", "timeout": NaN}, "updated_at": "2026-01-01T00:00:00Z"}'
+    jobs, error = decode_bucket(f'{{"format": 1, "jobs": {{"f": {bad}}}}}'.encode())
+    assert error is None and is_function_job(jobs["f"])
+    entry = parse_stored(jobs["f"])
+    assert entry.error is not None and entry.error.startswith("its stored record is unreadable")

@@ -43,11 +43,15 @@ class JobEntry:
 UNREADABLE_KEY = "__unreadable__"
 
 
-def unreadable_record(problem: str) -> dict[str, str]:
+def unreadable_record(problem: str, original: object = None) -> dict[str, str]:
     """What stands in the table for a job whose stored record could not be decoded although
     its bucket could (NaN, a lone surrogate): valid JSON that `parse_stored` refuses with
-    `problem`, kept as it is by later writes until `jobs apply` replaces it."""
-    return {UNREADABLE_KEY: problem}
+    `problem`, kept as it is by later writes until `jobs apply` (or, for a function job,
+    whose kind it keeps, its app) replaces it."""
+    record = {UNREADABLE_KEY: problem}
+    if isinstance(original, dict) and original.get("kind") == "function":
+        record["kind"] = "function"
+    return record
 
 
 def parse_stored(stored: StoredJob) -> JobEntry:
@@ -56,7 +60,7 @@ def parse_stored(stored: StoredJob) -> JobEntry:
     if problem:
         return JobEntry(stored.name, None, problem, stored.updated_at)
     record = stored.record
-    if isinstance(record, dict) and set(record) == {UNREADABLE_KEY}:
+    if isinstance(record, dict) and UNREADABLE_KEY in record:
         why = str(record[UNREADABLE_KEY])[:200]
         return JobEntry(stored.name, None, f"its stored record is unreadable: {why}", "")
     try:

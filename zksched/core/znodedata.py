@@ -20,19 +20,14 @@ from typing import Any
 MAX_ZNODE_BYTES = 1 << 20  # ZooKeeper's own default jute.maxbuffer
 # JSON's escape of a UTF-16 surrogate (D800-DFFF): only then can a value hold a lone one.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
-_SURROGATE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 class ZnodeDataError(ValueError):
     """A znode's value is not what it must be; the message says what and why."""
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a number here")
-
-
 class _Unfit:
-    """Where NaN or Infinity stood, in a value decoded with `keep_unfit`."""
+    """Where a number that is not finite stood, in a value decoded keeping them."""
 
     __slots__ = ()
 
@@ -43,46 +38,65 @@ class _Unfit:
 UNFIT = _Unfit()
 
 
-def load_json(
-    raw: bytes, what: str, limit: int = MAX_ZNODE_BYTES, *, keep_unfit: bool = False
-) -> Any:
+def load_json(raw: bytes, what: str, limit: int = MAX_ZNODE_BYTES) -> Any:
     """The JSON value in `raw` (the data of `what`, e.g. "member znode m-1.0000000003"), or
-    ZnodeDataError saying why it is not one.
+    ZnodeDataError saying why it is not one."""
+    return _decode(raw, what, limit, keep=False)[0]
 
-    `keep_unfit`: for a value that holds many records (a job bucket), NaN and Infinity
-    decode as UNFIT and lone surrogates are kept, so that the caller confines them to the
-    record holding them (`unfit_problem`) instead of losing every record with it."""
+
+def load_json_keeping_unfit(
+    raw: bytes, what: str, limit: int = MAX_ZNODE_BYTES
+) -> tuple[Any, bool]:
+    """As `load_json`, for a value that holds many records (a job bucket): a number that is
+    not finite (NaN, Infinity, 1e999) decodes as UNFIT and a lone surrogate is kept, so that
+    the caller confines them to the record holding them (`unfit_problem`) instead of losing
+    every record with it. The flag: whether it may hold one (if not, no walk is needed)."""
+    return _decode(raw, what, limit, keep=True)
+
+
+def _decode(raw: bytes, what: str, limit: int, keep: bool) -> tuple[Any, bool]:
     if len(raw) > limit:
         raise ZnodeDataError(f"{what} is {len(raw)} bytes; the limit is {limit}")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise ZnodeDataError(f"{what} is not UTF-8 text") from None
-    constant = _keep_unfit if keep_unfit else _no_constant
+    found = False
+
+    def unfit(literal: str) -> Any:
+        nonlocal found
+        if not keep:
+            raise ValueError(f"{literal[:20]} is not a finite number")
+        found = True
+        return UNFIT
+
+    def number(literal: str) -> Any:
+        value = float(literal)  # 1e999 is inf: as unfit as Infinity
+        return value if math.isfinite(value) else unfit(literal)
+
     try:
-        value = json.loads(text, parse_constant=constant)
+        value = json.loads(text, parse_constant=unfit, parse_float=number)
     except RecursionError:
         raise ZnodeDataError(f"{what} is nested too deeply to be a record") from None
     except ValueError as exc:  # also integers too long to convert
         raise ZnodeDataError(f"{what} is not JSON: {str(exc)[:200]}") from None
-    if not keep_unfit and _SURROGATE_ESCAPE.search(text) and not _is_unicode(value):
-        # "\ud800" alone parses, then fails every encode (a path, a log line, a re-write)
-        raise ZnodeDataError(f"{what} holds text that is not Unicode (a lone surrogate)")
-    return value
-
-
-def _keep_unfit(_name: str) -> Any:
-    return UNFIT
+    if _SURROGATE_ESCAPE.search(text):
+        if keep:
+            found = True
+        elif not _is_unicode(value):
+            # "\ud800" alone parses, then fails every encode (a path, a log line, a re-write)
+            raise ZnodeDataError(f"{what} holds text that is not Unicode (a lone surrogate)")
+    return value, found
 
 
 def unfit_problem(value: Any) -> str | None:
-    """Why a value decoded with `keep_unfit` cannot be used (None: it can). Iterative: the
+    """Why a value decoded keeping unfit ones cannot be used (None: it can). Iterative: the
     parser's own depth limit leaves no room for a recursive walk."""
     stack = [value]
     while stack:
         item = stack.pop()
         if item is UNFIT:
-            return "it holds a number that is not finite (NaN or Infinity)"
+            return "it holds a number that is not finite (NaN, Infinity or too large)"
         if isinstance(item, str) and not _encodes(item):
             return "it holds text that is not Unicode (a lone surrogate)"
         if isinstance(item, dict):
@@ -91,12 +105,6 @@ def unfit_problem(value: Any) -> str | None:
         elif isinstance(item, list):
             stack.extend(item)
     return None
-
-
-def may_hold_unfit(raw: bytes) -> bool:
-    """Whether `raw` may decode to a value `unfit_problem` refuses (a byte search: most
-    values need no walk)."""
-    return b"NaN" in raw or b"Infinity" in raw or _SURROGATE_BYTES.search(raw) is not None
 
 
 def _encodes(text: str) -> bool:

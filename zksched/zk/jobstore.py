@@ -32,9 +32,8 @@ from zksched.core.jobtable import StoredJob, unreadable_record
 from zksched.core.names import is_valid_name
 from zksched.core.znodedata import (
     ZnodeDataError,
-    load_json,
+    load_json_keeping_unfit,
     load_object,
-    may_hold_unfit,
     unfit_problem,
 )
 from zksched.zk.connection import wait
@@ -123,14 +122,13 @@ def decode_bucket(raw: bytes) -> tuple[dict[str, StoredJob], str | None]:
     """The jobs of a bucket, and an error if the bucket as a whole cannot be read (entries
     that are not jobs are left out, and logged)."""
     try:
-        data = load_json(raw, "job bucket", keep_unfit=True)
+        data, check = load_json_keeping_unfit(raw, "job bucket")
     except ZnodeDataError as exc:
         return {}, str(exc)
     if not isinstance(data, dict) or not isinstance(data.get("jobs"), dict):
         return {}, "job bucket has no jobs table"
     jobs: dict[str, StoredJob] = {}
     strangers: list[str] = []
-    check = may_hold_unfit(raw)
     for name, entry in data["jobs"].items():
         if not is_valid_name(name):
             # never a job, and never a path: '..' or 'a/b' would name another node
@@ -138,7 +136,8 @@ def decode_bucket(raw: bytes) -> tuple[dict[str, StoredJob], str | None]:
             continue
         problem = unfit_problem(entry) if check else None
         if problem is not None:  # that job disabled (and logged so), not all the bucket's
-            jobs[name] = StoredJob(name, unreadable_record(problem), "")
+            spec = entry.get("spec") if isinstance(entry, dict) else entry
+            jobs[name] = StoredJob(name, unreadable_record(problem, spec), "")
             continue
         if isinstance(entry, dict):
             record, updated = entry.get("spec"), entry.get("updated_at")

@@ -8,7 +8,7 @@ import time
 from collections.abc import Collection
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.exceptions import KazooException, NoNodeError, NotEmptyError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from zksched.zk.connection import delete_tree, wait
@@ -63,10 +63,18 @@ class Triggers:
             if stat is not None:
                 self._made[znode] = stat.czxid
         gone: list[str] = []
-        old = [c for c in strays if self._made.get(c, table_zxid) < table_zxid]
-        for znode in old[:MAX_SWEEP]:  # the deletes change the folder: the next sweep goes on
+        old = [c for c in strays if self._made.get(c, table_zxid) < table_zxid][:MAX_SWEEP]
+        # pipelined (the deletes change the folder: the next sweep goes on)
+        deletes = [(c, self._client.delete_async(self._node(c))) for c in old]
+        for znode, result in deletes:
             try:
-                delete_tree(self._client, self._node(znode), self._timeout)
+                try:
+                    wait(result, self._timeout)
+                except NotEmptyError:  # a node given children: whatever is below it too
+                    delete_tree(self._client, self._node(znode), self._timeout)
+            except NoNodeError:  # taken, or swept by another member
+                self._made.pop(znode, None)
+                continue
             except (KazooException, KazooTimeoutError):
                 continue
             del self._made[znode]

@@ -359,5 +359,6 @@ class FireTunables:
     on_session_loss: Literal["terminate", "continue"] = "terminate"
     orphan_interval: float = 10.0  # at-least-once: look for orphaned claims this often
     # a read the shell never answered (it answers every one, a failure too: so only a bug
-    # in the shell) is asked again after this, rather than leave the job waiting for ever
-    answer_deadline: float = 60.0
+    # in the shell) is asked again after this, rather than leave the job waiting for ever;
+    # long, because a read waits in the shell's queue behind a takeover's other reads
+    answer_deadline: float = 600.0
