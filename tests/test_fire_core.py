@@ -27,6 +27,7 @@ from zksched.core.fire.stages import (
     next_stage,
 )
 from zksched.core.firekey import fire_key, jitter_of
+from zksched.core.jobspec import JobSpec
 
 # -- the tables -------------------------------------------------------------------------------
 
@@ -777,26 +778,37 @@ def test_an_instant_skipped_behind_a_claim_is_recorded_once_that_claim_runs() ->
     assert m.RecordSkip("job", at(1), "scheduled", m.SkipReason.STILL_RUNNING) in out
 
 
-def test_an_instant_skipped_behind_a_claim_that_contact_lost_is_caught_up() -> None:
-    """Regression (chaos partition, seed 2 again): at(1) came due while the claim of at(0)
-    was on its way and was recorded `still-running`; then contact was lost, at(0) was
-    withdrawn and caught up, and at(1) stayed recorded as skipped behind a run that never
-    was. Now nothing is recorded until the claim starts; lost contact leaves at(1) to the
-    catch-up, with at(0)."""
-    shell = Shell(spec(catchup="all"), updated_at=T0 - 0.5)
+def skipped_behind_a_claim(job: JobSpec) -> Shell:
+    """at(1) came due while the claim of at(0) was on its way: skipped, not recorded yet."""
+    shell = Shell(job, updated_at=T0 - 0.5)
     shell.join()
     shell.lease(m.LeaseOutcome.TAKEN)
     shell.to(0.0)
     shell.to(1.0)
     assert shell.skips(m.SkipReason.STILL_RUNNING) == [at(1)]
-    shell.feed(shell.machine.set_session(None, shell.now))
-    shell.give(m.ClaimAnswered(at(0), m.ClaimOutcome.UNKNOWN))
+    return shell
+
+
+def reconnected_and_replanned(shell: Shell) -> None:
+    """Contact back at 1.8 s: at(0)'s claim never landed; the catch-up is planned."""
     shell.now = T0 + 1.8
     shell.feed(shell.machine.set_session(SESSION, shell.now))
     shell.give(m.ClaimAnswered(at(0), m.ClaimOutcome.ABSENT))
     shell.give(m.HistoryRead(()))
     shell.lease(m.LeaseOutcome.TAKEN)
     assert not shell.of(m.RecordSkip)
+
+
+def test_an_instant_skipped_behind_a_claim_that_contact_lost_is_caught_up() -> None:
+    """Regression (chaos partition, seed 2 again): at(1) came due while the claim of at(0)
+    was on its way and was recorded `still-running`; then contact was lost, at(0) was
+    withdrawn and caught up, and at(1) stayed recorded as skipped behind a run that never
+    was. Now nothing is recorded until the claim starts; lost contact leaves at(1) to the
+    catch-up, with at(0)."""
+    shell = skipped_behind_a_claim(spec(catchup="all"))
+    shell.feed(shell.machine.set_session(None, shell.now))
+    shell.give(m.ClaimAnswered(at(0), m.ClaimOutcome.UNKNOWN))
+    reconnected_and_replanned(shell)
     assert [(c.instant, c.kind) for c in shell.of(m.Claim)][1:] == [(at(0), "catchup")]  # type: ignore[attr-defined]
     shell.run(at(0))
     shell.finish(at(0))
@@ -809,22 +821,12 @@ def test_an_instant_skipped_behind_a_claim_whose_reply_was_lost_waits_for_its_ou
     (UNKNOWN: no longer holding the job), and at(1) was recorded `still-running` at once.
     Contact was lost next, at(0) withdrawn and caught up: at(1) stayed skipped behind a run
     that never was."""
-    shell = Shell(spec(catchup="all"), updated_at=T0 - 0.5)
-    shell.join()
-    shell.lease(m.LeaseOutcome.TAKEN)
-    shell.to(0.0)
-    shell.to(1.0)
-    assert shell.skips(m.SkipReason.STILL_RUNNING) == [at(1)]
+    shell = skipped_behind_a_claim(spec(catchup="all"))
     assert not shell.give(m.ClaimAnswered(at(0), m.ClaimOutcome.UNKNOWN))
     shell.to(1.2)
     assert not shell.of(m.RecordSkip)
     shell.feed(shell.machine.set_session(None, shell.now))
-    shell.now = T0 + 1.8
-    shell.feed(shell.machine.set_session(SESSION, shell.now))
-    shell.give(m.ClaimAnswered(at(0), m.ClaimOutcome.ABSENT))
-    shell.give(m.HistoryRead(()))
-    shell.lease(m.LeaseOutcome.TAKEN)
-    assert not shell.of(m.RecordSkip)
+    reconnected_and_replanned(shell)
     assert at(0) in claims(shell.actions[-3:])
     shell.run(at(0), token=2)
     shell.finish(at(0))
