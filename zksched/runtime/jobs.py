@@ -22,7 +22,6 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState
 
 from zksched.core.jobtable import JobEntry, parse_stored
-from zksched.core.text import printable
 from zksched.zk.connection import wait
 from zksched.zk.jobstore import ConcurrentChange, CorruptTable, JobStore, TableRoot
 from zksched.zk.paths import ClusterPaths
@@ -219,6 +218,6 @@ class JobTableWatcher:
             log.warning(
                 "deleted %d trigger node(s) of jobs not in the job table (e.g. %s)",
                 len(gone),
-                printable(gone[0])[:80],
+                gone[0][:80],  # the log's formatters escape what it quotes
                 extra={"event": "trigger-stray", "count": len(gone)},
             )

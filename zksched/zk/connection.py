@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import NoNodeError, NotEmptyError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.connection import WATCH_XID
 from kazoo.protocol.serialization import Connect
@@ -304,6 +304,19 @@ def ensure_paths(client: KazooClient, paths: Sequence[str], timeout: float) -> N
         wait(client.ensure_path_async("/"), timeout)
     for path in paths:
         wait(client.ensure_path_async(path), timeout)
+
+
+def finish_delete(client: KazooClient, path: str, pending: Any, timeout: float) -> bool:
+    """Wait for `pending`, a delete of `path` (sent already, so that many go pipelined);
+    a node somebody gave children goes with them. False: it was gone already. Other
+    errors raise."""
+    try:
+        wait(pending, timeout)
+    except NoNodeError:
+        return False
+    except NotEmptyError:
+        delete_tree(client, path, timeout)
+    return True
 
 
 def delete_tree(client: KazooClient, path: str, timeout: float) -> None:

@@ -15,7 +15,7 @@ from kazoo.exceptions import BadVersionError, NoNodeError, NotEmptyError
 
 from zksched.core.firekey import is_instant
 from zksched.core.fires import FireRecord
-from zksched.zk.connection import delete_tree, wait
+from zksched.zk.connection import finish_delete, wait
 from zksched.zk.fire_reader import parse_fire
 from zksched.zk.firefolder import (
     UNREADABLE_HORIZON,
@@ -126,12 +126,7 @@ class FireHistory:
         """Delete one record; gone is fine, and so is one somebody gave children (a record
         has none: it goes with them, or pruning would stop at it for ever)."""
         path = self._paths.fire(job, instant)
-        try:
-            wait(self._client.delete_async(path), self._timeout)
-        except NoNodeError:
-            pass
-        except NotEmptyError:
-            delete_tree(self._client, path, self._timeout)
+        finish_delete(self._client, path, self._client.delete_async(path), self._timeout)
 
     def delete_job(self, job: str) -> None:
         """Remove a deleted job's history, and its lock and live-marker folders unless a

@@ -8,10 +8,10 @@ import time
 from collections.abc import Collection
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NoNodeError, NotEmptyError
+from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
-from zksched.zk.connection import delete_tree, wait
+from zksched.zk.connection import finish_delete, wait
 from zksched.zk.paths import ClusterPaths
 
 MAX_SWEEP = 500  # stray trigger nodes looked at per sweep: a flood goes over several
@@ -68,17 +68,12 @@ class Triggers:
         deletes = [(c, self._client.delete_async(self._node(c))) for c in old]
         for znode, result in deletes:
             try:
-                try:
-                    wait(result, self._timeout)
-                except NotEmptyError:  # a node given children: whatever is below it too
-                    delete_tree(self._client, self._node(znode), self._timeout)
-            except NoNodeError:  # taken, or swept by another member
-                self._made.pop(znode, None)
-                continue
+                deleted = finish_delete(self._client, self._node(znode), result, self._timeout)
             except (KazooException, KazooTimeoutError):
                 continue
             del self._made[znode]
-            gone.append(znode)
+            if deleted:  # else taken, or swept by another member
+                gone.append(znode)
         return gone
 
     def _node(self, znode: str) -> str:
