@@ -9,9 +9,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kazoo.client import KazooClient
+from kazoo.protocol.states import KazooState
 
 from integration.harness import DaemonProcess, run_cli, wait_until
 from zksched.core.jobtable import StoredJob
+from zksched.devtools.faultproxy import DROP_REPLIES, PASS, FaultProxy
 from zksched.zk.jobstore import JobStore
 from zksched.zk.paths import ClusterPaths
 from zksched.zk.triggers import Triggers
@@ -75,3 +77,30 @@ def test_the_daemon_sweeps_strays_after_a_change_and_keeps_newer_ones(
     assert event["count"] == 3
     time.sleep(1.5)  # a sweep or two later, the newer one is still there
     assert kazoo.exists(newer) is not None
+
+
+def test_a_sweep_cut_off_from_zookeeper_deletes_nothing_and_the_next_one_does(
+    zk_client: Callable[..., KazooClient],
+    kazoo: KazooClient,
+    proxy_to: Callable[..., FaultProxy],
+    client_id: str,
+) -> None:
+    """Replies lost (ConnectionLoss or the call's deadline): nothing raises out of the job
+    table watcher's turn, nothing is counted as deleted; the strays wait for the next sweep."""
+    paths = ClusterPaths(client_id)
+    kazoo.ensure_path(paths.triggers)
+    strays = [
+        str(kazoo.create(paths.trigger_prefix("gone"), b"", sequence=True)).rsplit("/", 1)[1]
+        for _ in range(2)
+    ]
+    table_zxid = kazoo.exists(paths.triggers).pzxid + 1  # written after the strays
+    proxy = proxy_to()
+    client = zk_client(proxy.address, session_timeout=4.0)
+    triggers = Triggers(client, paths, 1.0)
+    proxy.set_mode(DROP_REPLIES)
+    assert triggers.sweep(strays, set(), table_zxid) == []
+    proxy.set_mode(PASS)
+    wait_until(lambda: client.state == KazooState.CONNECTED, 10, what="reconnected")
+    swept = wait_until(lambda: triggers.sweep(strays, set(), table_zxid), 10, what="swept")
+    assert sorted(swept) == sorted(strays)
+    assert kazoo.get_children(paths.triggers) == []
