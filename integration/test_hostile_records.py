@@ -472,3 +472,26 @@ def same_bucket_names() -> tuple[str, str]:
         if bucket_index(other, MIN_BUCKETS) == bucket_index(first, MIN_BUCKETS):
             return first, other
     raise AssertionError("no two names share a bucket")
+
+
+def test_a_commit_writes_again_under_a_new_id_a_bucket_changed_in_place(
+    client_id: str, kazoo: KazooClient
+) -> None:
+    """A blob's id is its content's hash, and blobs never change: a bucket spoiled in place
+    and then written again with the same jobs (`jobs apply` of the same file within the
+    second) kept its id, so the spoiled node stayed, and every member's cached reading of it
+    too. `test_a_change_never_drops_the_jobs_of_a_bucket_it_cannot_read` failed so, now and
+    then."""
+    paths = ClusterPaths(client_id)
+    store = JobStore(kazoo, paths, 5.0)
+    record = {"format": 1, "schedule": "@hourly", "command": ["/bin/true"]}
+    table = {"a": StoredJob("a", record, "2026-01-01T00:00:00Z")}
+    store.update(lambda _table: table)
+    (spoiled,) = [b for b in store.read_root().buckets if b]
+    kazoo.set(paths.blob(spoiled), b"\xff\xfe")
+    root, read = store.read_table()
+    assert read == {}  # its jobs left out
+    store.commit(root, table)
+    fresh = JobStore(kazoo, paths, 5.0)
+    assert spoiled not in fresh.read_root().buckets
+    assert fresh.read_table(whole=True)[1] == table

@@ -86,10 +86,13 @@ def bucket_index(name: str, count: int) -> int:
     return int(mmh3.hash(name.encode(), 1, False)) % count
 
 
-def encode_bucket(jobs: Mapping[str, StoredJob]) -> bytes:
+def encode_bucket(jobs: Mapping[str, StoredJob], rewritten_in: int | None = None) -> bytes:
     """The bucket's bytes; ValueError when a record holds what its readers refuse (NaN or
-    Infinity, a lone surrogate): such a bucket would not be JSON, and every job in it lost."""
-    data = {"format": FORMAT, "jobs": {n: jobs[n].to_data() for n in sorted(jobs)}}
+    Infinity, a lone surrogate): such a bucket would not be JSON, and every job in it lost.
+    `rewritten_in`: a generation, to give the same jobs another blob id (`commit`)."""
+    data: dict[str, Any] = {"format": FORMAT, "jobs": {n: jobs[n].to_data() for n in sorted(jobs)}}
+    if rewritten_in is not None:
+        data["rewritten_in"] = rewritten_in
     try:
         return _dump(data)
     except ValueError:
@@ -288,7 +291,13 @@ class JobStore:
     def commit(self, base: TableRoot, jobs: Mapping[str, StoredJob]) -> TableRoot:
         """Make `jobs` the table, if it is still `base`; ConcurrentChange otherwise."""
         count = choose_bucket_count(jobs, len(base.buckets))
-        contents = [encode_bucket(b) if b else b"" for b in split_buckets(jobs, count)]
+        buckets = split_buckets(jobs, count)
+        contents = [encode_bucket(b) if b else b"" for b in buckets]
+        for k, content in enumerate(contents):
+            if content and self._spoiled(blob_id(content)):
+                # its id's node was changed in place (blobs are immutable): written under
+                # another id, for which no reader has cached what that node held
+                contents[k] = encode_bucket(buckets[k], rewritten_in=base.generation + 1)
         ids = tuple(blob_id(c) if c else "" for c in contents)
         new_blobs = {
             i: c for i, c in zip(ids, contents, strict=True) if i and i not in base.buckets
@@ -312,6 +321,11 @@ class JobStore:
             self._switch_root(base, root_data)
         self._collect_garbage(set(ids))
         return self.read_root()
+
+    def _spoiled(self, blob: str) -> bool:
+        """Whether this store read `blob` and could not decode it."""
+        cached = self._blob_cache.get(blob)
+        return cached is not None and cached[1] is not None
 
     def _ensure_folders(self) -> None:
         wait(self._client.ensure_path_async(self._paths.blobs), self._timeout)
