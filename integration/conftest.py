@@ -25,8 +25,8 @@ from integration.harness import (
     local_zookeeper,
     wait_for_zk,
 )
-from zksched.devtools.faultproxy import FaultProxy
-from zksched.devtools.zkserver import ZkEnsemble, ZkServer
+from tools.faultproxy import FaultProxy
+from tools.zkserver import ZkEnsemble, ZkServer
 from zksched.zk.connection import ZkSettings, close_quietly, make_client, parse_connect_string
 
 

@@ -16,8 +16,8 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
-from zksched.devtools import daemonproc
-from zksched.devtools.zkserver import ZkServer, ZooKeeperNotFound, find_classpath
+from tools import daemonproc
+from tools.zkserver import ZkServer, ZooKeeperNotFound, find_classpath
 from zksched.runtime.daemon import Daemon, DaemonConfig
 from zksched.zk.connection import ZkSettings
 
@@ -97,7 +97,7 @@ def local_zookeeper(workdir: Path) -> Iterator[ZkServer]:
 
 @dataclass
 class DaemonProcess:
-    """One `zksched run` subprocess for a test (zksched/devtools/daemonproc.py), logging
+    """One `zksched run` subprocess for a test (tools/daemonproc.py), logging
     JSON lines to a new file in `workdir` at each start."""
 
     zk: str

@@ -187,7 +187,7 @@ def test_a_session_loss_tells_the_running_function_to_stop_and_history_says_so(
 ) -> None:
     """Python threads cannot be killed: when the member's session may be gone, the run's
     `fire.cancelled` is set; the run ends when the function returns, recorded `terminated`."""
-    from zksched.devtools.faultproxy import BLACKHOLE, PASS, FaultProxy
+    from tools.faultproxy import BLACKHOLE, PASS, FaultProxy
 
     proxy = proxy_to()
     assert isinstance(proxy, FaultProxy)
@@ -228,8 +228,8 @@ def test_registering_without_zookeeper_or_with_a_lost_reply_says_so_and_start_ag
 ) -> None:
     from kazoo.exceptions import ConnectionLoss
 
+    from tools.zkserver import free_port
     from zksched import ClusterUnavailable
-    from zksched.devtools.zkserver import free_port
     from zksched.zk.jobstore import JobStore
 
     nowhere = Cluster(f"127.0.0.1:{free_port()}", client_id, session_timeout=4)

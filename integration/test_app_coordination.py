@@ -178,7 +178,7 @@ def test_a_leader_cut_off_stops_leading_even_while_kazoo_believes_it_is_connecte
     suspends), and leadership ends with it, within the session timeout."""
     import threading
 
-    from zksched.devtools.faultproxy import BLACKHOLE, PASS, FaultProxy
+    from tools.faultproxy import BLACKHOLE, PASS, FaultProxy
 
     proxy = proxy_to()
     assert isinstance(proxy, FaultProxy)

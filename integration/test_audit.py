@@ -17,7 +17,7 @@ from integration.fires import FireLog, recording_job
 from integration.harness import DaemonProcess, run_cli, wait_until
 from zksched.cli import audit_cmds
 from zksched.cli.main import cli
-from zksched.core.fires import FireRecord
+from zksched.core.firerecord import FireRecord
 from zksched.zk.paths import ClusterPaths
 
 Start = Callable[..., DaemonProcess]

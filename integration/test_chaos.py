@@ -11,9 +11,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from zksched.devtools.chaos.runner import run_scenario
-from zksched.devtools.chaos.scenarios import SCENARIOS
-from zksched.devtools.chaos.verdict import ScenarioResult
+from tools.chaos.runner import run_scenario
+from tools.chaos.scenarios import SCENARIOS
+from tools.chaos.verdict import ScenarioResult
 
 SEED = 20261129
 SESSION_TIMEOUT = 3.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from integration.harness import run_cli
-from zksched.devtools.zkserver import free_port
+from tools.zkserver import free_port
 
 
 def assert_one_line(stderr: str) -> None:

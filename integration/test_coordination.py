@@ -18,8 +18,8 @@ from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
 
 from integration.harness import wait_until
-from zksched.devtools.faultproxy import BLACKHOLE, DROP_REPLIES, PASS, RESET, FaultProxy
-from zksched.runtime.coordination import AppClaim, Coordinator
+from tools.faultproxy import BLACKHOLE, DROP_REPLIES, PASS, RESET, FaultProxy
+from zksched.app.coordination import AppClaim, Coordinator
 from zksched.zk.applocks import LockNotAcquired
 from zksched.zk.claims import FireClaims
 from zksched.zk.paths import ClusterPaths

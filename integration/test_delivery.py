@@ -22,7 +22,7 @@ from kazoo.client import KazooClient
 from integration.fires import FireLog, every_second
 from integration.harness import DaemonProcess, run_cli, wait_until
 from zksched.core.firekey import fire_key
-from zksched.core.fires import FireRecord
+from zksched.core.firerecord import FireRecord
 from zksched.core.jobspec import JobSpec
 from zksched.core.owners import Member, OwnerTable
 from zksched.zk.paths import ClusterPaths

@@ -17,7 +17,7 @@ from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
 
 from integration.harness import wait_until
-from zksched.devtools.faultproxy import BLACKHOLE, DROP_REPLIES, PASS, FaultProxy
+from tools.faultproxy import BLACKHOLE, DROP_REPLIES, PASS, FaultProxy
 from zksched.zk.election import LeaderElection
 from zksched.zk.paths import ClusterPaths
 

@@ -18,8 +18,8 @@ from integration.harness import (
     run_cli,
     wait_until,
 )
+from tools.faultproxy import BLACKHOLE, PASS, FaultProxy
 from zksched.core.firekey import format_utc
-from zksched.devtools.faultproxy import BLACKHOLE, PASS, FaultProxy
 from zksched.runtime.daemon import Daemon, DaemonConfig
 from zksched.zk.connection import ZkSettings
 
@@ -138,7 +138,7 @@ def test_history_is_pruned_to_its_count_but_never_its_youngest_records(
     would bring a pruned one back). Pruning raises the horizon first."""
     from kazoo.client import KazooClient
 
-    from zksched.runtime import pruning
+    from zksched.runtime.fire import pruning
     from zksched.zk.paths import ClusterPaths
 
     assert isinstance(kazoo, KazooClient)
@@ -178,7 +178,7 @@ def test_a_claim_whose_outcome_was_unknown_is_settled_and_never_run_twice(
     from kazoo.client import KazooClient
     from kazoo.handlers.threading import KazooTimeoutError
 
-    from zksched.core.fires import FireRecord
+    from zksched.core.firerecord import FireRecord
     from zksched.zk.paths import ClusterPaths
 
     assert isinstance(kazoo, KazooClient)

@@ -15,8 +15,8 @@ from kazoo.client import KazooClient
 
 from integration.fires import FireLog, every_second, recording_job, states_of
 from integration.harness import SESSION_TIMEOUT, DaemonProcess, run_cli, wait_until
+from tools.faultproxy import BLACKHOLE, PASS, FaultProxy
 from zksched.core.firekey import fire_key, parse_fire_key
-from zksched.devtools.faultproxy import BLACKHOLE, PASS, FaultProxy
 from zksched.zk.jobstore import blob_id
 from zksched.zk.paths import ClusterPaths
 

@@ -18,12 +18,12 @@ from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
 
 from integration.harness import DaemonProcess, wait_until
+from tools.faultproxy import BLACKHOLE, PASS, FaultProxy
+from tools.zkserver import ZkServer
+from zksched.app.coordination import Coordinator
 from zksched.core.owners import Member
-from zksched.devtools.faultproxy import BLACKHOLE, PASS, FaultProxy
-from zksched.devtools.zkserver import ZkServer
-from zksched.runtime.cluster import ClusterMembership
-from zksched.runtime.coordination import Coordinator
 from zksched.runtime.daemon import Daemon, DaemonConfig
+from zksched.runtime.membership.cluster_membership import ClusterMembership
 from zksched.zk.connection import ZkSettings, close_quietly, make_client
 from zksched.zk.handler import session_timeout_of
 from zksched.zk.paths import ClusterPaths

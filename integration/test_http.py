@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from integration.fires import FireLog, recording_job
 from integration.harness import SESSION_TIMEOUT, DaemonProcess, run_cli, wait_until
-from zksched.devtools.faultproxy import BLACKHOLE, PASS, FaultProxy
+from tools.faultproxy import BLACKHOLE, PASS, FaultProxy
 
 Start = Callable[..., DaemonProcess]
 
@@ -98,7 +98,7 @@ def test_readyz_follows_the_session_and_healthz_the_loops(
     wait_until(lambda: get(base + "/readyz")[0] == 503, SESSION_TIMEOUT + 5, what="not ready")
     status, body = get(base + "/readyz")
     assert status == 503 and "not connected to ZooKeeper" in body
-    # /metrics is served from a render at most about a second old (runtime/sharedrender.py)
+    # /metrics is served from a render at most about a second old (runtime/status/rendered.py)
     wait_until(
         lambda: metric(base, "zksched_session_connected") == 0, 5, what="metrics: disconnected"
     )
@@ -124,7 +124,8 @@ def test_a_port_in_use_is_refused_before_joining(daemons: Start, zk: str, client
 
 
 def test_probes_answer_while_the_daemon_is_frozen_and_go_with_it(daemons: Start) -> None:
-    """The public socket is served by a child process (runtime/probes.py): a daemon that
+    """The public socket is served by a child process (runtime/status/child_server.py): a daemon
+    that
     cannot run (SIGSTOP) still has its probes answered at once, from its last verdict, until
     that verdict is older than `stale_after`; a daemon killed by SIGKILL takes the child
     with it."""
@@ -161,7 +162,8 @@ def test_metrics_and_the_page_are_served_from_copies_while_the_daemon_is_frozen(
     daemons: Start,
 ) -> None:
     """`/metrics` and `/` are answered by the child from the copies the daemon publishes
-    after each render (runtime/probes.py, PublishedBodies): a scrape does not wait for a
+    after each render (runtime/status/child_server.py, PublishedBodies): a scrape does not wait
+    for a
     daemon that cannot run, for as long as a copy may be served (5 s after its render);
     after that the child asks the daemon again."""
     daemon, base = start_with_http(daemons)
@@ -273,8 +275,9 @@ def test_head_and_bad_paths_through_the_probe_process(daemons: Start) -> None:
 
 
 def probe_processes(daemon: DaemonProcess) -> list[int]:
-    """The daemon's HTTP probe child processes (runtime/probes.py)."""
-    return [pid for pid in children_of(daemon.pid) if b"zksched.runtime.probes" in cmdline(pid)]
+    """The daemon's HTTP probe child processes (runtime/status/child_server.py)."""
+    server = b"zksched.runtime.status.child_server"
+    return [pid for pid in children_of(daemon.pid) if server in cmdline(pid)]
 
 
 def bodies_dir(probe_pid: int) -> Path:

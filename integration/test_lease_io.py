@@ -1,4 +1,4 @@
-"""The fire shell's lease and folder work against a real server (zksched/runtime/lease_io.py,
+"""The fire shell's lease and folder work against a real server (zksched/runtime/fire/leases.py,
 fire_io.py): first fires' folders made together before their leases, and leases given back
 together deleted in one transaction, each node still deleted when one of them is gone."""
 
@@ -11,11 +11,11 @@ import pytest
 from kazoo.client import KazooClient
 
 from integration.harness import wait_until
+from tools.bench.zk_requests import RequestCounter
 from zksched.core.fire import model as m
 from zksched.core.jobspec import JobSpec
-from zksched.devtools.bench.zk_requests import RequestCounter
 from zksched.runtime.clock import Clock
-from zksched.runtime.fire_io import FireIO, FireIOSettings
+from zksched.runtime.fire.zk_actions import FireIO, FireIOSettings
 from zksched.zk.paths import ClusterPaths
 
 JOBS = [f"job-{i}" for i in range(5)]

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from kazoo.client import KazooClient
 
 from integration.harness import HOSTNAME, SESSION_TIMEOUT, DaemonProcess, run_cli, wait_until
-from zksched.devtools.faultproxy import BLACKHOLE, PASS, FaultProxy
-from zksched.devtools.zkserver import ZkEnsemble, ZkServer
+from tools.faultproxy import BLACKHOLE, PASS, FaultProxy
+from tools.zkserver import ZkEnsemble, ZkServer
 from zksched.zk.paths import ClusterPaths
 
 Start = Callable[..., DaemonProcess]

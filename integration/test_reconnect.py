@@ -12,7 +12,7 @@ from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
 
 from integration.harness import wait_until
-from zksched.devtools.faultproxy import BLACKHOLE, PASS, FaultProxy
+from tools.faultproxy import BLACKHOLE, PASS, FaultProxy
 from zksched.zk.connection import abandon_connection
 
 SESSION = 3.0

@@ -1,4 +1,4 @@
-"""Result writes batched in one transaction (zksched/runtime/results.py), against a real
+"""Result writes batched in one transaction (zksched/runtime/fire/results.py), against a real
 server: written together, redone one by one when a record vanished, kept for a retry when
 ZooKeeper does not answer."""
 
@@ -13,11 +13,11 @@ from dataclasses import replace
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from zksched.core.fires import FireRecord
-from zksched.devtools.faultproxy import BLACKHOLE, FaultProxy
-from zksched.runtime.fire_tuning import MAX_HOLD
-from zksched.runtime.fire_tuning import RESULT_BATCH as BATCH
-from zksched.runtime.results import ResultWriter
+from tools.faultproxy import BLACKHOLE, FaultProxy
+from zksched.core.firerecord import FireRecord
+from zksched.runtime.fire.results import ResultWriter
+from zksched.runtime.fire.tuning import MAX_HOLD
+from zksched.runtime.fire.tuning import RESULT_BATCH as BATCH
 from zksched.zk.claims import Claimed, FireClaims
 from zksched.zk.paths import ClusterPaths
 

@@ -17,7 +17,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError
 
 from integration.harness import run_cli
-from zksched.devtools.zkserver import ZkServer
+from tools.zkserver import ZkServer
 from zksched.zk.paths import BUCKETS, ClusterPaths
 
 JOBS = 100_000

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from integration.harness import DaemonProcess, wait_until
-from zksched.devtools.zkserver import ZkServer, free_port
+from tools.zkserver import ZkServer, free_port
 
 Start = Callable[..., DaemonProcess]
 

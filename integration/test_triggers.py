@@ -12,8 +12,8 @@ from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
 
 from integration.harness import DaemonProcess, run_cli, wait_until
+from tools.faultproxy import DROP_REPLIES, PASS, FaultProxy
 from zksched.core.jobtable import StoredJob
-from zksched.devtools.faultproxy import DROP_REPLIES, PASS, FaultProxy
 from zksched.zk.jobstore import JobStore
 from zksched.zk.paths import ClusterPaths
 from zksched.zk.triggers import Triggers

@@ -15,9 +15,9 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState
 
 from integration.harness import wait_until
+from tools.faultproxy import DROP_REPLIES, PASS, FaultProxy
 from zksched.core.firekey import format_utc
-from zksched.core.fires import FireRecord
-from zksched.devtools.faultproxy import DROP_REPLIES, PASS, FaultProxy
+from zksched.core.firerecord import FireRecord
 from zksched.zk.claims import AlreadyClaimed, Claimed, FireClaims
 from zksched.zk.locks import HeldLocks, JobLock, LockAttempt
 from zksched.zk.paths import ClusterPaths

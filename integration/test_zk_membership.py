@@ -14,8 +14,7 @@ from kazoo.protocol.states import KazooState
 from kazoo.security import Permissions
 
 from integration.harness import wait_until
-from zksched.core.owners import Member
-from zksched.devtools.faultproxy import (
+from tools.faultproxy import (
     BLACKHOLE,
     CORRUPT_ONCE,
     DROP_REPLIES,
@@ -23,7 +22,8 @@ from zksched.devtools.faultproxy import (
     THROTTLE,
     FaultProxy,
 )
-from zksched.runtime.cluster import ClusterMembership
+from zksched.core.owners import Member
+from zksched.runtime.membership.cluster_membership import ClusterMembership
 from zksched.zk.connection import ZkSettings, close_quietly, connect
 from zksched.zk.membership import MemberReader, MemberRegistration
 from zksched.zk.paths import ClusterPaths
@@ -248,7 +248,7 @@ def test_a_resync_with_the_same_members_publishes_nothing_and_keeps_the_table(
 ) -> None:
     """A re-read that finds the members unchanged (the periodic resync, a reconnect) must not
     make the scheduler re-align 100,000 jobs, nor recompute their owners."""
-    monkeypatch.setattr("zksched.runtime.cluster.RESYNC_INTERVAL", 0.2)
+    monkeypatch.setattr("zksched.runtime.membership.cluster_membership.RESYNC_INTERVAL", 0.2)
     proxy = proxy_to()
     paths = ClusterPaths(client_id)
     membership = ClusterMembership(zk_client(proxy.address), paths, Member(member_id="m"), TIMEOUT)

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from kazoo.client import KazooClient
 
-from zksched.core.fires import FireRecord
+from zksched.core.firerecord import FireRecord
 from zksched.zk.claims import AlreadyClaimed, Claimed, FireClaims
 from zksched.zk.paths import ClusterPaths
 from zksched.zk.redelivery import Redelivery

@@ -1,11 +1,11 @@
-"""The shell's log of a retried fire's earlier attempts (runtime/attempts.py)."""
+"""The shell's log of a retried fire's earlier attempts (runtime/fire/attempts.py)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from zksched.runtime.attempts import AttemptLog
-from zksched.runtime.runtypes import RunResult
+from zksched.runtime.fire.attempts import AttemptLog
+from zksched.runtime.run.request import RunResult
 
 FIRE = ("job", datetime(2026, 3, 1, tzinfo=UTC))
 T = datetime(2026, 3, 1, tzinfo=UTC).timestamp()
@@ -65,8 +65,8 @@ def test_a_retry_that_could_not_start_is_an_error_after_the_failed_attempts() ->
 def test_a_fire_claimed_again_keeps_its_abandoned_attempt_first_and_counts_on() -> None:
     """At-least-once: the record of an orphan claimed again starts at attempt 2 and lists the
     abandoned attempt; a retry of it then fails once and passes: attempts 1, 2, 3 in all."""
-    from zksched.core.fires import FireRecord
-    from zksched.runtime.attempts import after_claim
+    from zksched.core.firerecord import FireRecord
+    from zksched.runtime.fire.attempts import after_claim
 
     claimed = FireRecord(
         job="job",

@@ -19,7 +19,7 @@ from zksched.core.audit import (
     uncovered,
 )
 from zksched.core.firekey import format_utc
-from zksched.core.fires import FireRecord
+from zksched.core.firerecord import FireRecord
 from zksched.core.jobspec import JobSpec
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zksched.core.catchup import (
+from zksched.core.schedule import Schedule
+from zksched.core.schedule.catchup import (
     COUNT_LIMIT,
     RUN_LIMIT,
     holes,
@@ -15,7 +16,6 @@ from zksched.core.catchup import (
     plan_catchup,
     unpruned,
 )
-from zksched.core.schedule import Schedule
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 EVERY_MINUTE = Schedule.parse("* * * * *")
@@ -114,7 +114,7 @@ def test_all_runs_the_newest_instants_when_the_backlog_passes_the_limit() -> Non
 
 
 def test_a_trigger_never_takes_a_scheduled_instant() -> None:
-    from zksched.core.catchup import is_scheduled, trigger_instant
+    from zksched.core.schedule.catchup import is_scheduled, trigger_instant
 
     minutely = Schedule.parse("* * * * *")
     assert trigger_instant(minutely, at(3)) == at(3) - timedelta(seconds=1)
@@ -125,7 +125,7 @@ def test_a_trigger_never_takes_a_scheduled_instant() -> None:
 
 
 def test_catchup_starts_after_the_newest_scheduled_record_not_a_trigger() -> None:
-    from zksched.core.catchup import newest_scheduled
+    from zksched.core.schedule.catchup import newest_scheduled
 
     records = [at(1), at(2), at(4.25)]  # the last one: a manual trigger between instants
     assert newest_scheduled(EVERY_MINUTE, records) == at(2)

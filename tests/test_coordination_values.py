@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from zksched.core.fires import FireRecord
-from zksched.runtime.coordination import MAX_ERROR_CHARS, claim_instant, finished_record
+from zksched.app.coordination import MAX_ERROR_CHARS, claim_instant, finished_record
+from zksched.core.firerecord import FireRecord
 from zksched.zk.election import parse_candidate
 from zksched.zk.paths import ClusterPaths, bucket_of
 

@@ -13,8 +13,7 @@ import pytest
 from cron_oracle import offset_changes, oracle_cron, oracle_fires
 from cronsim import CronSim
 
-from zksched.core.cronexpr import CronSyntaxError, parse_cron
-from zksched.core.schedule import Schedule, next_fires
+from zksched.core.schedule import CronSyntaxError, Schedule, next_fires, parse_cron
 
 ZONES = [
     "Europe/Berlin",

@@ -1,4 +1,4 @@
-"""One thread for many deadlines (zksched/runtime/deadlines.py)."""
+"""One thread for many deadlines (zksched/runtime/run/deadlines.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from zksched.runtime import deadlines as module
-from zksched.runtime.deadlines import Deadlines
+from zksched.runtime.run import deadlines as module
+from zksched.runtime.run.deadlines import Deadlines
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """`FireCommands.starting()`: what the result writer waits for while a burst is started
-(zksched/runtime/commands.py). A fake runner: the starts are what is under test."""
+(zksched/runtime/fire/run_actions.py). A fake runner: the starts are what is under test."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any
 
 from zksched.core.fire import model as m
 from zksched.core.jobspec import JobSpec
-from zksched.runtime.commands import FireCommands, FireSettings
-from zksched.runtime.fire_tuning import STARTS_SETTLE
+from zksched.runtime.fire.run_actions import FireCommands, FireSettings
+from zksched.runtime.fire.tuning import STARTS_SETTLE
 
 
 class Handle:

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zksched.core.fires import ClaimDraft, FireRecord
+from zksched.core.firerecord import ClaimDraft, FireRecord
 
 
 def record(**changes: object) -> FireRecord:

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from zksched.runtime.functions import Fire, FunctionRunner
-from zksched.runtime.runtypes import RunResult
+from zksched.runtime.run.functions import Fire, FunctionRunner
+from zksched.runtime.run.request import RunResult
 
 
 def fire(job: str = "job") -> Fire:

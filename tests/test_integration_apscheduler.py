@@ -13,8 +13,8 @@ import pytest
 from apscheduler.executors.base import MaxInstancesReachedError
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from zksched.app.coordination import AppClaim, claim_instant
 from zksched.integrations.apscheduler import ClusterExecutor, current_claim
-from zksched.runtime.coordination import AppClaim, claim_instant
 
 
 class FakeCluster:

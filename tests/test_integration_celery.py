@@ -12,6 +12,7 @@ from celery import Celery
 from celery.exceptions import ImproperlyConfigured
 from celery.schedules import BaseSchedule, crontab, schedule
 
+from zksched.app.coordination import AppClaim
 from zksched.integrations.celery import (
     ClusterScheduler,
     crontab_due,
@@ -19,7 +20,6 @@ from zksched.integrations.celery import (
     entry_problems,
     interval_due,
 )
-from zksched.runtime.coordination import AppClaim
 
 BERLIN = ZoneInfo("Europe/Berlin")
 

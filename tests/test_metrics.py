@@ -7,7 +7,7 @@ import math
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from zksched.runtime.metrics import DaemonMetrics
+from zksched.runtime.status.metrics import DaemonMetrics
 
 
 def samples(metrics: DaemonMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

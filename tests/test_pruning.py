@@ -1,10 +1,10 @@
-"""When the history pruner lists and prunes a job's fire folder (zksched/runtime/pruning.py):
+"""When the history pruner lists and prunes a job's fire folder (zksched/runtime/fire/pruning.py):
 never at a burst's first results, once a job has more records than it keeps."""
 
 from __future__ import annotations
 
 from zksched.core.jobspec import JobSpec
-from zksched.runtime.pruning import PRUNE_SLACK, HistoryPruner
+from zksched.runtime.fire.pruning import PRUNE_SLACK, HistoryPruner
 
 
 class FakeClaims:

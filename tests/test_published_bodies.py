@@ -1,11 +1,11 @@
-"""The rendered bodies the daemon hands to its HTTP child (zksched/runtime/probes.py)."""
+"""The rendered bodies the daemon hands to its HTTP child (runtime/status/child_server.py)."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
-from zksched.runtime.probes import PublishedBodies
+from zksched.runtime.status.child_server import PublishedBodies
 
 
 def test_a_copy_is_served_until_its_time(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ import os
 import subprocess
 import time
 
-from zksched.runtime.reaper import TAG_VARIABLE, Reaper
+from zksched.runtime.run.reaper import TAG_VARIABLE, Reaper
 
 
 def gone(popen: subprocess.Popen[bytes], within: float) -> bool:

@@ -1,4 +1,4 @@
-"""The command runner (zksched/runtime/runner.py and the run modules beside it: runhandle,
+"""The command runner (zksched/runtime/run/runner.py and the run modules beside it: runhandle,
 monitor, outputlog, supervisor), against real subprocesses.
 
 No ZooKeeper here. Timing bounds are deliberately loose: the machine is shared and noisy;
@@ -23,8 +23,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zksched.runtime.outputlog import _OutputLog
-from zksched.runtime.runner import (
+from zksched.runtime.run.output import _OutputLog
+from zksched.runtime.run.runner import (
     DEFAULT_PATH,
     MAX_LINE_BYTES,
     CommandRunner,
@@ -419,7 +419,7 @@ def test_terminate_racing_with_exit_is_harmless() -> None:
 def test_processes_left_in_the_group_are_stopped_when_the_command_exits(
     pidfile: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="zksched.runtime.runner")
+    caplog.set_level(logging.INFO, logger="zksched.runtime.run.runner")
     t0 = time.monotonic()
     # The background sleep keeps stdout open: without stopping it, wait() would hang.
     result = run("sh", "-c", f"sleep 300 & echo $! > {pidfile}; echo started")

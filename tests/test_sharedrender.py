@@ -1,4 +1,4 @@
-"""One rendered body shared by every request (zksched/runtime/sharedrender.py)."""
+"""One rendered body shared by every request (zksched/runtime/status/rendered.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zksched.runtime.sharedrender import SharedRender, next_warm_render, refresh_every
+from zksched.runtime.status.rendered import SharedRender, next_warm_render, refresh_every
 
 WARM = {"max_age": 1.0, "stale_max": 5.0, "keep_warm": 300.0, "cpu_share": 0.02}
 

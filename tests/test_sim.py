@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from zksched.sim.plantings import PLANTINGS
-from zksched.sim.run import run_many, run_seed
-from zksched.sim.scenario import SimConfig, simulate
+from sim.plantings import PLANTINGS
+from sim.run import run_many, run_seed
+from sim.scenario import SimConfig, simulate
 
 WORKERS = min(2, os.cpu_count() or 1)
 

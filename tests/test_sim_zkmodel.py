@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zksched.sim.zkmodel import (
+from sim.zkmodel import (
     BadArguments,
     BadVersion,
     Check,

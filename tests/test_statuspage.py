@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 from zksched.core.jobspec import parse_job_file
 from zksched.core.jobtable import JobEntry
 from zksched.core.owners import Member, OwnerTable
-from zksched.runtime.activity import ActivityLog
-from zksched.runtime.http_address import parse_http_address
-from zksched.runtime.statuspage import (
+from zksched.runtime.status.activity import ActivityLog
+from zksched.runtime.status.address import parse_http_address
+from zksched.runtime.status.page import (
     FireResult,
     SkipRow,
     StatusSnapshot,

@@ -1,12 +1,12 @@
-"""Which pending triggers a member takes, and in what order (runtime/trigger_intake.py)."""
+"""Which pending triggers a member takes, and in what order (runtime/fire/triggers.py)."""
 
 from __future__ import annotations
 
 from concurrent.futures import Future
 from typing import Any
 
-from zksched.runtime.jobs import Trigger
-from zksched.runtime.trigger_intake import TriggerIntake
+from zksched.runtime.fire.triggers import TriggerIntake
+from zksched.runtime.membership.job_watch import Trigger
 
 
 def intake(taken: list[str], triggered: list[Trigger]) -> TriggerIntake:

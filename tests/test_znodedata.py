@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zksched.core.fires import FireRecord
+from zksched.core.firerecord import FireRecord
 from zksched.core.jobtable import is_function_job, parse_stored
 from zksched.core.owners import MemberRecordError, member_from_record
 from zksched.core.znodedata import (

@@ -19,14 +19,14 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from zksched._version import __version__
 
 if TYPE_CHECKING:
     from zksched.app.cluster import Cluster, LeaderTerm
+    from zksched.app.coordination import AppClaim
     from zksched.app.definitions import JobDefinitionError
     from zksched.app.registration import ClusterUnavailable, JobConflictError
-    from zksched.runtime.coordination import AppClaim
-    from zksched.runtime.functions import Fire
+    from zksched.runtime.run.functions import Fire
     from zksched.zk.applocks import AppLock, LockNotAcquired
 
 _PUBLIC = {
@@ -34,9 +34,9 @@ _PUBLIC = {
     "ClusterUnavailable": "zksched.app.registration",
     "JobConflictError": "zksched.app.registration",
     "JobDefinitionError": "zksched.app.definitions",
-    "Fire": "zksched.runtime.functions",
+    "Fire": "zksched.runtime.run.functions",
     "LeaderTerm": "zksched.app.cluster",
-    "AppClaim": "zksched.runtime.coordination",
+    "AppClaim": "zksched.app.coordination",
     "AppLock": "zksched.zk.applocks",
     "LockNotAcquired": "zksched.zk.applocks",
 }

@@ -31,6 +31,7 @@ from typing import Any, Literal, TypeVar
 
 from kazoo.protocol.states import KazooState
 
+from zksched.app.coordination import AppClaim, Coordinator, Status
 from zksched.app.definitions import JobDefinitionError, function_job_spec
 from zksched.app.registration import (
     register_function_jobs,
@@ -38,9 +39,8 @@ from zksched.app.registration import (
 from zksched.core.jobspec import JobSpec
 from zksched.core.names import name_problem, parse_label
 from zksched.core.owners import MAX_FUNCTIONS
-from zksched.runtime.coordination import AppClaim, Coordinator, Status
 from zksched.runtime.daemon import Daemon, DaemonConfig
-from zksched.runtime.functions import JobFunction
+from zksched.runtime.run.functions import JobFunction
 from zksched.zk.applocks import AppLock
 from zksched.zk.connection import ZkSettings
 from zksched.zk.election import LeaderElection

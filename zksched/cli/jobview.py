@@ -18,11 +18,11 @@ from kazoo.handlers.threading import KazooTimeoutError
 from zksched.cli.context import CliContext
 from zksched.cli.errors import EXIT_INVALID, CliFailure, invalid
 from zksched.core.firekey import format_utc
-from zksched.core.fires import FireRecord
+from zksched.core.firerecord import FireRecord
 from zksched.core.jobtable import JobEntry, parse_stored
 from zksched.core.names import name_problem
-from zksched.core.oneoff import OneOffSchedule
 from zksched.core.owners import OwnerTable
+from zksched.core.schedule import OneOffSchedule
 from zksched.zk.claims import FireClaims
 from zksched.zk.jobstore import (
     ConcurrentChange,

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from zksched import __version__
+from zksched._version import __version__
 from zksched.cli.errors import CliFailure
 
 DEFAULT_ZK = "127.0.0.1:2181"

@@ -16,8 +16,7 @@ from zksched.core.durations import parse_duration
 from zksched.core.jobspec import JobSpec, JobSpecError
 from zksched.core.jobtable import StoredJob
 from zksched.core.names import parse_label
-from zksched.core.oneoff import AtError, at_schedule
-from zksched.core.zones import UnknownZoneError, load_zone
+from zksched.core.schedule import AtError, UnknownZoneError, at_schedule, load_zone
 from zksched.zk.jobstore import JobStore, now_utc
 
 

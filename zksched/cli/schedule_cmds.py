@@ -12,8 +12,7 @@ from zksched.cli.main import cli
 from zksched.cli.output import say
 from zksched.core.jobspec import MAX_FILE_BYTES, JobSpec, JobSpecError, load_job_file
 from zksched.core.jobspec import parse_job_file as _parse_job_file
-from zksched.core.schedule import Schedule, ScheduleError, next_fires
-from zksched.core.zones import load_zone
+from zksched.core.schedule import Schedule, ScheduleError, load_zone, next_fires
 
 
 def _load(file: str) -> tuple[str, dict[str, JobSpec]]:

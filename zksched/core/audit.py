@@ -35,7 +35,7 @@ from typing import Any
 
 from zksched.core.fire.model import FUTURE_MARGIN
 from zksched.core.firekey import format_utc, parse_utc
-from zksched.core.fires import FireRecord
+from zksched.core.firerecord import FireRecord
 from zksched.core.jobspec import JobSpec
 
 GRACE_SECONDS = 2.0

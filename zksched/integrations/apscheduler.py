@@ -64,8 +64,8 @@ from apscheduler.executors.pool import ThreadPoolExecutor  # type: ignore[import
 from apscheduler.job import Job  # type: ignore[import-untyped]
 
 from zksched.app.cluster import Cluster
+from zksched.app.coordination import AppClaim, Status, claim_instant
 from zksched.core.names import name_problem
-from zksched.runtime.coordination import AppClaim, Status, claim_instant
 
 log = logging.getLogger("zksched.integrations.apscheduler")
 

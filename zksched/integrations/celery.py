@@ -56,8 +56,8 @@ from celery.exceptions import ImproperlyConfigured  # type: ignore[import-untype
 from celery.schedules import crontab, schedule  # type: ignore[import-untyped]
 
 from zksched.app.cluster import Cluster
+from zksched.app.coordination import AppClaim
 from zksched.core.names import name_problem
-from zksched.runtime.coordination import AppClaim
 
 log = logging.getLogger("zksched.integrations.celery")
 

@@ -14,22 +14,22 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
 
-from zksched import __version__
+from zksched._version import __version__
 from zksched.core.owners import Member
 from zksched.runtime.clock import Clock
-from zksched.runtime.clockprobe import ClockProbe
-from zksched.runtime.cluster import ClusterMembership
-from zksched.runtime.clusterview import ClusterView
-from zksched.runtime.commands import FireSettings
-from zksched.runtime.daemonstatus import DaemonStatus
-from zksched.runtime.engine import FireEngine
-from zksched.runtime.functions import FunctionRunner, JobFunction
+from zksched.runtime.fire.engine import FireEngine
+from zksched.runtime.fire.run_actions import FireSettings
+from zksched.runtime.fire.skips import SkipLog
 from zksched.runtime.gcsteward import GcSteward
-from zksched.runtime.http import HttpEndpoint
-from zksched.runtime.jobs import JobsSnapshot, JobTableWatcher
-from zksched.runtime.reaper import Reaper
-from zksched.runtime.runner import CommandRunner
-from zksched.runtime.skips import SkipLog
+from zksched.runtime.membership.clockprobe import ClockProbe
+from zksched.runtime.membership.cluster_membership import ClusterMembership
+from zksched.runtime.membership.job_watch import JobsSnapshot, JobTableWatcher
+from zksched.runtime.membership.view import ClusterView
+from zksched.runtime.run.functions import FunctionRunner, JobFunction
+from zksched.runtime.run.reaper import Reaper
+from zksched.runtime.run.runner import CommandRunner
+from zksched.runtime.status.daemon_status import DaemonStatus
+from zksched.runtime.status.http import HttpEndpoint
 from zksched.zk.connection import ZkSettings, close_quietly, make_client
 from zksched.zk.handler import session_timeout_of
 from zksched.zk.paths import ClusterPaths

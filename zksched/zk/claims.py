@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from zksched.core.fires import FireRecord
+from zksched.core.firerecord import FireRecord
 from zksched.zk.connection import wait
 from zksched.zk.firefolder import (
     effective_horizon,

@@ -14,7 +14,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from zksched.core.audit import StoredFire
-from zksched.core.fires import FireRecord
+from zksched.core.firerecord import FireRecord
 from zksched.zk.connection import wait
 from zksched.zk.paths import ClusterPaths
 

@@ -14,7 +14,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NoNodeError, NotEmptyError
 
 from zksched.core.firekey import is_instant
-from zksched.core.fires import FireRecord
+from zksched.core.firerecord import FireRecord
 from zksched.zk.connection import finish_delete, wait
 from zksched.zk.fire_reader import parse_fire
 from zksched.zk.firefolder import (

@@ -136,7 +136,7 @@ class ClusterPaths:
     def clock(self, member_id: str) -> str:
         return f"{self.clocks}/{member_id}"
 
-    # the coordination API for apps that keep their own timer (runtime/coordination.py)
+    # the coordination API for apps that keep their own timer (app/coordination.py)
     @property
     def leader(self) -> str:
         """The cluster's one leader election: a candidate per member that runs it."""

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 
-from zksched.core.fires import FireRecord
+from zksched.core.firerecord import FireRecord
 from zksched.zk.claims import AlreadyClaimed, Claimed, FireClaims
 from zksched.zk.connection import wait
 from zksched.zk.firefolder import recorded

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from zksched.core.catchup import trigger_instant
 from zksched.core.fire import model as m
 from zksched.core.fire.answers import AnswerHandling
 from zksched.core.fire.planning import CatchupPlanning
@@ -36,6 +35,7 @@ from zksched.core.fire.state import NEVER, Fire, JobPhase, _utc
 from zksched.core.firekey import fire_key, jitter_of
 from zksched.core.jobspec import JobSpec
 from zksched.core.schedule import ScheduleError
+from zksched.core.schedule.catchup import trigger_instant
 
 __all__ = ["Fire", "JobFireMachine", "JobPhase"]
 

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from zksched.core.catchup import (
+from zksched.core.fire import model as m
+from zksched.core.fire.redelivery import Redelivering
+from zksched.core.fire.stages import FireStage, Step
+from zksched.core.fire.state import NEVER, JobPhase, _latest, _Plan, _utc
+from zksched.core.firekey import format_utc
+from zksched.core.schedule.catchup import (
     holes,
     newest_scheduled,
     next_records,
@@ -12,11 +17,6 @@ from zksched.core.catchup import (
     plan_catchup,
     unpruned,
 )
-from zksched.core.fire import model as m
-from zksched.core.fire.redelivery import Redelivering
-from zksched.core.fire.stages import FireStage, Step
-from zksched.core.fire.state import NEVER, JobPhase, _latest, _Plan, _utc
-from zksched.core.firekey import format_utc
 
 _MICRO = timedelta(microseconds=1)
 

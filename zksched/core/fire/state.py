@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import NoReturn
 
-from zksched.core.catchup import CatchupPlan
 from zksched.core.fire import model as m
 from zksched.core.fire.stages import (
     BEFORE_START,
@@ -25,6 +24,7 @@ from zksched.core.fire.stages import (
 )
 from zksched.core.firekey import fire_key, format_utc
 from zksched.core.jobspec import JobSpec
+from zksched.core.schedule.catchup import CatchupPlan
 
 NEVER = float("inf")
 _UNDER_WAY = BEFORE_START - {FireStage.CLAIMING}

@@ -12,14 +12,20 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, cast
 
-from zksched.core.cronexpr import CronSyntaxError, parse_cron
 from zksched.core.durations import format_duration_ms, parse_duration_ms
 from zksched.core.jobspec.frozenmap import FrozenMap
 from zksched.core.jobspec.problems import SpecProblem, _Bad, _LineOf, _show
 from zksched.core.names import name_problem, parse_label
-from zksched.core.oneoff import AtError, at_schedule, is_at
+from zksched.core.schedule import (
+    AtError,
+    CronSyntaxError,
+    UnknownZoneError,
+    at_schedule,
+    is_at,
+    load_zone,
+    parse_cron,
+)
 from zksched.core.tomltext import toml_kind
-from zksched.core.zones import UnknownZoneError, load_zone
 
 MAX_ARGS = 1024
 MAX_ARG_CHARS = 65_536

@@ -13,7 +13,7 @@ from zksched.core.jobspec.fields import JOB_KEYS, _check_job_table, _missing
 from zksched.core.jobspec.problems import JobSpecError, SpecProblem, _LineOf
 from zksched.core.jobspec.spec import JobSpec, _build
 from zksched.core.names import name_problem
-from zksched.core.oneoff import AtError, at_schedule
+from zksched.core.schedule import AtError, at_schedule
 from zksched.core.tomltext import TOML_ERROR_AT, TomlLines, toml_kind
 
 MAX_FILE_BYTES = 16 * 1024 * 1024

@@ -1,0 +1,215 @@
+"""The `scale` benchmark: 10k / 100k jobs on 3 members: apply and ready times, RSS, idle CPU,
+and bursts of jobs due at one instant."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from tools.bench.burst import measure_burst
+from tools.bench.daemons import Member, apply_jobs, own_zookeeper, wait_for
+from tools.bench.registry import BenchContext, Result, at_least, benchmark
+from tools.bench.report import markdown_table, progress
+from zksched.runtime.daemon import DaemonConfig
+
+
+def _scale_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--jobs", type=at_least(1), nargs="+", metavar="N", help="(10000 100000)")
+    parser.add_argument("--burst", type=at_least(1), metavar="N", help="jobs due at once (2000)")
+    parser.add_argument("--idle-seconds", type=at_least(1), metavar="S", help="(20)")
+    parser.add_argument(
+        "--bursts",
+        type=at_least(1),
+        metavar="N",
+        help="bursts one after the other, each with the spawn floor measured just before (1)",
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=at_least(1),
+        metavar="N",
+        help=f"each member's `run --concurrency` ({DaemonConfig.concurrency})",
+    )
+
+
+def quiet_daily_jobs(count: int, now: datetime) -> dict[str, dict[str, Any]]:
+    """Daily one-minute-resolution schedules spread over every minute of the day except the
+    two hours around the benchmark, so that the idle measurement is idle."""
+    busy = {now.hour, (now.hour + 1) % 24}
+    hours = [h for h in range(24) if h not in busy]
+    slots = [(m, h) for h in hours for m in range(60)]
+    return {
+        f"job-{i:06d}": {
+            "schedule": f"{slots[i % len(slots)][0]} {slots[i % len(slots)][1]} * * *",
+            "command": ["true"],
+        }
+        for i in range(count)
+    }
+
+
+def owned_total(group: Sequence[Member]) -> int:
+    total = 0
+    for m in group:
+        owned = m.events("owned")
+        total += int(owned[-1]["owned"]) if owned else 0
+    return total
+
+
+@benchmark(
+    "scale",
+    help="10k / 100k jobs: apply time, ready time, RSS, idle CPU, a burst due at one instant",
+    arguments=_scale_arguments,
+)
+def bench_scale(ctx: BenchContext) -> Result:
+    sizes: list[int] = ctx.args.jobs or ([1_000] if ctx.quick else [10_000, 100_000])
+    burst = ctx.args.burst or (50 if ctx.quick else 2_000)
+    idle_seconds = ctx.args.idle_seconds or (1 if ctx.quick else 20)
+    bursts = ctx.args.bursts or 1
+    rows: list[Result] = []
+    with tempfile.TemporaryDirectory(prefix="zksched-bench-") as tmp:
+        workdir = Path(tmp)
+        with own_zookeeper(workdir) as zk:
+            for size in sizes:
+                rows.append(
+                    _scale_one(zk, workdir, size, burst, idle_seconds, ctx.args.concurrency, bursts)
+                )
+    header = [
+        "jobs",
+        "apply s",
+        "ready s",
+        "RSS MB (max)",
+        "idle CPU % (max)",
+        "burst",
+        "burst p50 ms",
+        "burst p99 ms",
+        "burst max ms",
+        "lost",
+        "doubled",
+    ]
+    table = [
+        [
+            f"{r['jobs']:,}",
+            f"{r['apply_s']:.1f}",
+            f"{r['ready_s']:.1f}",
+            f"{max(r['rss_mb']):.0f}",
+            f"{max(r['idle_cpu_percent']):.2f}",
+            f"{r['burst']:,}",
+            f"{r['burst_delay_ms']['p50']:.0f}",
+            f"{r['burst_delay_ms']['p99']:.0f}",
+            f"{r['burst_delay_ms']['max']:.0f}",
+            str(r["burst_lost"]),
+            str(r["burst_doubled"]),
+        ]
+        for r in rows
+    ]
+    print(markdown_table(header, table))
+    if bursts > 1:
+        print()
+        print(
+            markdown_table(
+                [
+                    "jobs",
+                    "burst",
+                    "p50 ms",
+                    "p99 ms",
+                    "max ms",
+                    "floor p99 ms",
+                    "p99 / floor",
+                    "CPU s (daemons, commands, ZooKeeper)",
+                    "floor CPU s",
+                ],
+                [
+                    [
+                        f"{r['jobs']:,}",
+                        str(i + 1),
+                        f"{b['burst_delay_ms']['p50']:.0f}",
+                        f"{b['burst_delay_ms']['p99']:.0f}",
+                        f"{b['burst_delay_ms']['max']:.0f}",
+                        f"{b['floor_ms']['p99']:.0f}",
+                        f"{b['p99_to_floor']:.2f}",
+                        ", ".join(f"{v:.2f}" for v in b["burst_cpu_s"].values()),
+                        f"{b['floor_cpu_s']:.2f}",
+                    ]
+                    for r in rows
+                    for i, b in enumerate(r["bursts"])
+                ],
+            )
+        )
+    return {"members": 3, "rows": rows}
+
+
+def _scale_one(
+    zk: str,
+    workdir: Path,
+    size: int,
+    burst: int,
+    idle_seconds: int,
+    concurrency: int | None,
+    bursts: int = 1,
+) -> Result:
+    client_id = f"sc-{uuid.uuid4().hex[:8]}"
+    jobs = quiet_daily_jobs(size, datetime.now(UTC))
+    progress(f"scale: applying {size:,} jobs")
+    apply_s = apply_jobs(zk, client_id, workdir, jobs)
+    progress(f"scale: {size:,} jobs applied in {apply_s:.1f} s; starting 3 members")
+    t0 = time.time()
+    run_args = () if concurrency is None else ("--concurrency", str(concurrency))
+    group = [
+        Member(zk, client_id, workdir / f"{client_id}-{i}.log", run_args=run_args).start()
+        for i in range(3)
+    ]
+    try:
+        wait_for(
+            # every member has taken its share: a first member's "owned all" from before
+            # the others joined adds up to the job count too, until it drops their shares
+            lambda: (
+                all(m.members_seen() == 3 and m.events("owned") for m in group)
+                and owned_total(group) == size
+            ),
+            300,
+            "every job to be owned and scheduled",
+        )
+        ready_s = max(float(m.events("owned")[-1]["ts"]) for m in group) - t0
+        progress(f"scale: ready after {ready_s:.1f} s; measuring idle CPU")
+        time.sleep(2)
+        cpu_before = [m.cpu_seconds() for m in group]
+        time.sleep(idle_seconds)
+        idle = [
+            round((m.cpu_seconds() - b) / idle_seconds * 100, 2)
+            for m, b in zip(group, cpu_before, strict=True)
+        ]
+        rss = [round(m.rss_mb(), 1) for m in group]
+        measured = [
+            measure_burst(zk, client_id, workdir, group, jobs, f"burst{n}-", burst, apply_s)
+            for n in range(bursts)
+        ]
+    finally:
+        for m in group:
+            m.stop()
+    first = measured[0]
+    p99s = [b["burst_delay_ms"]["p99"] for b in measured]
+    result = {
+        "jobs": size,
+        "apply_s": round(apply_s, 2),
+        "ready_s": round(ready_s, 2),
+        "rss_mb": rss,
+        "idle_cpu_percent": idle,
+        "idle_seconds": idle_seconds,
+        "burst": burst,
+        # the first burst's figures, as before `--bursts`; every burst's in `bursts`
+        **{k: v for k, v in first.items() if k.startswith("burst_")},
+        "concurrency": concurrency or DaemonConfig.concurrency,
+        "bursts": measured,
+        "burst_p99_ms_median": round(statistics.median(p99s), 1),
+        "p99_to_floor_median": round(statistics.median(b["p99_to_floor"] for b in measured), 3),
+        "cpu_to_floor_median": round(statistics.median(b["cpu_to_floor"] for b in measured), 3),
+    }
+    progress(f"scale: {size:,} jobs: {json.dumps(result)}")
+    return result

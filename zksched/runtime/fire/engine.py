@@ -1,0 +1,392 @@
+"""The fire engine: the thread that runs this member's fire core and carries out its actions.
+
+    job table, cluster view, session loss, triggers ─┐
+    answers from ZooKeeper (fire_io.py) ─────────────┼─> queue -> core (zksched/core/fire)
+    command starts and exits (runner.py) ────────────┘                 │
+            timers <── SetTimer   Claim, TakeLease, ... ──> FireIO     │
+                                  Start, Terminate ──────> CommandRunner
+                                  RecordAttempt ─────────> AttemptLog, FireIO
+                                  Skip, Warn ────────────> SkipLog, log
+
+One thread (`zksched-core`) owns the core: every input is a closure posted to its queue, run
+in order, and what it returns is dispatched at once. Nothing here decides what a fire does;
+it only does what the core says and tells it what happened.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from kazoo.client import KazooClient
+
+from zksched.core.fire import model as m
+from zksched.core.fire.member import MemberFireCore
+from zksched.core.firekey import fire_key, parse_utc
+from zksched.core.jobspec import JobSpec
+from zksched.core.owners import command_refusal
+from zksched.runtime.clock import Clock
+from zksched.runtime.fire.attempts import AttemptLog, after_claim
+from zksched.runtime.fire.run_actions import FireCommands, FireSettings
+from zksched.runtime.fire.skips import SkipLog
+from zksched.runtime.fire.triggers import TriggerIntake
+from zksched.runtime.fire.tuning import CHORES_INTERVAL, STEPS_PER_TURN
+from zksched.runtime.fire.zk_actions import FireIO, FireIOSettings
+from zksched.runtime.membership.cluster_membership import ClusterMembership
+from zksched.runtime.membership.job_watch import JobsSnapshot, Trigger
+from zksched.runtime.membership.view import ClusterView
+from zksched.runtime.run.functions import FunctionRunner
+from zksched.runtime.run.runner import CommandRunner
+from zksched.zk.paths import ClusterPaths
+
+log = logging.getLogger("zksched.fire")
+
+Step = Callable[[float], list[m.Action]]
+FireId = tuple[str, datetime]
+
+
+@dataclass
+class _Sends:
+    """What one turn of the engine's loop sends together: claims in transactions, lease
+    takes with their lock folders made first (fire_io.py)."""
+
+    claims: list[m.Claim] = field(default_factory=list)
+    takes: list[tuple[str, float, int]] = field(default_factory=list)
+
+
+class FireEngine:
+    def __init__(
+        self,
+        client: KazooClient,
+        paths: ClusterPaths,
+        membership: ClusterMembership,
+        runner: CommandRunner,
+        skips: SkipLog,
+        settings: FireSettings,
+        clock: Clock,
+        take_trigger: Callable[[str], bool] | None = None,
+        functions: FunctionRunner | None = None,
+    ) -> None:
+        self._client = client
+        self._runner = runner
+        self._skips = skips
+        self._settings = settings
+        self._clock = clock
+        self.core = MemberFireCore(m.FireTunables(on_session_loss=settings.on_session_loss))
+        self.io = FireIO(
+            client,
+            paths,
+            FireIOSettings(settings.client_id, settings.member_id, settings.call_timeout),
+            clock,
+            self._post_event,
+            lambda job: self._table.get(job),
+            hold_results=lambda: self.commands.starting(),
+        )
+        self._queue: queue.SimpleQueue[Step | None] = queue.SimpleQueue()
+        self._heap: list[tuple[float, str]] = []
+        self._timer_at: dict[str, float] = {}
+        self.commands = FireCommands(
+            runner,
+            settings,
+            lambda job: self._table.get(job),
+            self._post,
+            self.core.handle,
+            functions,
+        )
+        self.attempts = AttemptLog()  # retried fires' earlier attempts
+        self._table: Mapping[str, JobSpec] = {}
+        self._owned: frozenset[str] = frozenset()
+        self._owned_dirty = False
+        self._refused: set[tuple[str, str]] = set()
+        self._view: ClusterView | None = None
+        self._background = ThreadPoolExecutor(2, thread_name_prefix="zksched-background")
+        self._intake = TriggerIntake(
+            take_trigger,
+            lambda t: self._post_event(t.job, m.Triggered(t.znode)),
+            self._background.submit,
+        )
+        self._thread: threading.Thread | None = None
+        self._next_chores = 0.0
+        self.heartbeat = 0.0
+        self.stats = self.commands.stats
+        self.observers = self.commands.observers
+        self.catchup_observers: list[Callable[[str, int], None]] = []
+        membership.add_session_loss_listener(self._on_session_lost)
+
+    # -- inputs (any thread: post and return) ---------------------------------------------------
+
+    def _post(self, step: Step) -> None:
+        self._queue.put(step)
+
+    def _post_event(self, job: str, event: m.JobEvent) -> None:
+        self._queue.put(lambda now: self.core.handle(job, event, now))
+
+    def update_jobs(self, snapshot: JobsSnapshot) -> None:
+        table: dict[str, tuple[JobSpec, float]] = {}
+        for name, entry in snapshot.entries.items():
+            if entry.spec is None:
+                continue
+            try:
+                changed = parse_utc(entry.updated_at).timestamp()
+            except ValueError:
+                changed = 0.0
+            table[name] = (entry.spec, changed)
+
+        def step(now: float) -> list[m.Action]:
+            self._owned_dirty = True
+            self._table = {name: spec for name, (spec, _) in table.items()}
+            if self._view is not None:
+                self._note_refused(self._view)
+            return self.core.table_changed(table, now)
+
+        self._post(step)
+
+    def update_view(self, view: ClusterView) -> None:
+        session = view.session_id if view.connected else None
+
+        def owns(name: str, spec: JobSpec) -> bool:
+            return view.owns_job(name, spec)
+
+        def step(now: float) -> list[m.Action]:
+            self._owned_dirty = True
+            self._view = view if session is not None else None
+            if self._view is not None:
+                self._note_refused(view)
+            return self.core.view_changed(session, owns, now)
+
+        self._post(step)
+
+    def _on_session_lost(self) -> None:
+        self.io.leases.session_lost()
+
+        def step(now: float) -> list[m.Action]:
+            self._owned_dirty = True
+            return self.core.session_lost(now)
+
+        self._post(step)
+
+    def triggers(self, pending: list[Trigger]) -> None:
+        """Take each pending trigger of a job this member owns (deleting its node: one member
+        does) and run it once. Looked at again whenever what this member owns changes."""
+        self._intake.offer(pending, self._owned)
+
+    # -- queries (any thread) ---------------------------------------------------------------
+
+    def owned_jobs(self) -> list[str]:
+        return sorted(self._owned)
+
+    def next_due(self) -> float | None:
+        heap = self._heap
+        return heap[0][0] if heap else None
+
+    def running_jobs(self) -> list[str]:
+        return sorted({job for job, _ in list(self.commands.runs)})
+
+    def busy(self) -> bool:
+        return bool(self.commands.runs) or self.core.busy() or not self.io.idle()
+
+    # -- life ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="zksched-core", daemon=True)
+        self._thread.start()
+
+    def stop_dispatching(self) -> None:
+        """A graceful stop begins: own nothing from now on (idle leases go back now, busy
+        ones as their runs end)."""
+
+        def step(now: float) -> list[m.Action]:
+            self._owned_dirty = True
+            return self.core.stop(now)
+
+        self._post(step)
+
+    def stop(self, wait_for_running: float = 30.0) -> None:
+        """Let what is in flight finish (up to `wait_for_running` seconds), then terminate
+        what still runs, write what is left, and end the engine's thread."""
+        deadline = time.monotonic() + wait_for_running
+        while self.busy() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if self.commands.runs:
+            log.warning("fires still running after %.0fs; terminating them", wait_for_running)
+            self.commands.terminate_all("the daemon is stopping")
+            end = time.monotonic() + 10.0
+            while self.commands.runs and time.monotonic() < end:
+                time.sleep(0.05)
+        self.commands.terminating = True
+        self.io.drain(5.0)
+        self.io.flush_unwritten()
+        self._queue.put(None)
+        if self._thread is not None:
+            self._thread.join(5.0)
+        self._background.shutdown(wait=False, cancel_futures=True)
+        self.commands.close()
+        self.io.close()
+
+    # -- the engine's thread ----------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            now = self._clock.now()
+            wait = 1.0 if not self._heap else min(1.0, max(0.0, self._heap[0][0] - now))
+            steps: list[Step] = []
+            try:
+                first = self._queue.get(timeout=wait)
+                if first is None:
+                    return
+                steps.append(first)
+            except queue.Empty:
+                pass
+            while len(steps) < STEPS_PER_TURN:
+                try:
+                    more = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    return
+                steps.append(more)
+            now = self._clock.now()
+            self.heartbeat = now
+            # each step's actions go out at once (a start must not wait for the rest of
+            # the turn); claims and lease takes are gathered and sent together at its end
+            sends = _Sends()
+            for step in steps:
+                try:
+                    self._dispatch(step(now), now, sends)
+                except Exception:  # a bug; the job's machine says what it was
+                    log.exception("the fire core failed on an event")
+            while self._heap and self._heap[0][0] <= now:
+                at, job = heapq.heappop(self._heap)
+                if self._timer_at.get(job) == at:
+                    del self._timer_at[job]
+                    try:
+                        self._dispatch(self.core.handle(job, m.Tick(), now), now, sends)
+                    except Exception:
+                        log.exception("the fire core failed on a timer of %s", job)
+            self._send(sends)
+            if self._owned_dirty:
+                self._owned_dirty = False
+                owned = frozenset(self.core.owned())
+                if owned != self._owned:
+                    taken, dropped = len(owned - self._owned), len(self._owned - owned)
+                    self._owned = owned
+                    log.info(
+                        "now owning %d jobs (%d taken over, %d dropped)",
+                        len(owned),
+                        taken,
+                        dropped,
+                        extra={
+                            "event": "owned",
+                            "owned": len(owned),
+                            "taken": taken,
+                            "dropped": dropped,
+                        },
+                    )
+                    self.triggers(self._intake.pending)
+            if now >= self._next_chores:
+                self._next_chores = now + CHORES_INTERVAL
+                if self.core.session is not None and self.io.has_chores():
+                    self.io.flush_unwritten()
+                    self._background.submit(self.io.leases.tidy)
+
+    def _send(self, sends: _Sends) -> None:
+        session = self.core.session or 0
+        if sends.takes:
+            self.io.take_leases(sends.takes, session)
+        if sends.claims:
+            self.io.claim(sends.claims, session)
+
+    def _dispatch(self, actions: list[m.Action], now: float, sends: _Sends) -> None:
+        session = self.core.session or 0
+        for action in actions:
+            match action:
+                case m.SetTimer(job, at):
+                    self._timer_at[job] = at
+                    heapq.heappush(self._heap, (at, job))
+                case m.ReadHistory(job, orphans_since):
+                    self.io.read_history(job, orphans_since)
+                case m.FindOrphans(job, since):
+                    self.io.find_orphans(job, since)
+                case m.ReadRanges(job, instants):
+                    self.io.read_ranges(job, instants)
+                case m.TakeLease(job, wait, take):
+                    sends.takes.append((job, wait, take))
+                case m.GiveBackLease(job, take):
+                    self.io.leases.give_back(job, take)
+                case m.Claim():
+                    sends.claims.append(action)
+                    if action.kind == "catchup":
+                        for observer in self.catchup_observers:
+                            observer(action.job, 1)
+                case m.Resolve(job, instant):
+                    self.io.resolve(job, instant)
+                case m.Withdraw(job, instant):
+                    self.io.withdraw(job, instant)
+                case m.Start():
+                    self.commands.start(action, now)
+                case m.Terminate(job, instant, why):
+                    run = self.commands.runs.get((job, instant))
+                    if run is not None:
+                        self.commands.terminate(run, why)
+                case m.RecordAttempt(job, instant, attempt, status, retry_at):
+                    result = self.commands.finals.pop((job, instant), None)
+                    earlier = self.attempts.failed(
+                        (job, instant), attempt, result, status, retry_at
+                    )
+                    self.io.note_attempt(job, instant, attempt, earlier)
+                    log.info(
+                        "%s: attempt %d %s; attempt %d in %.1fs",
+                        fire_key(job, instant),
+                        attempt,
+                        status,
+                        attempt + 1,
+                        retry_at - now,
+                        extra={"event": "retry", "job": job},
+                    )
+                case m.WriteResult(job, instant, status, _reason, error):
+                    result = self.commands.finals.pop((job, instant), None)
+                    fields = self.attempts.final((job, instant), result, status, error)
+                    claimed = self.io.claimed(job, instant)
+                    final = None
+                    if fields and claimed:
+                        final = claimed.record.with_changes(**after_claim(fields, claimed.record))
+                    machine = self.core.jobs.get(job)
+                    self.io.write_result(action, final, machine is None or not machine.owned)
+                case m.RecordSkip():
+                    self.io.record_skip(action, session)
+                case m.Skip(job, instant, reason, detail, count):
+                    key = fire_key(job, instant)
+                    self._skips.skip(job, reason.value, f"{key} {detail}".strip(), count=count)
+                case m.ReturnTrigger(job):
+                    self.io.return_trigger(job)
+                case m.Warn(job, event, text):
+                    log.warning("%s: %s", job, text, extra={"event": event, "job": job})
+
+    def _note_refused(self, view: ClusterView) -> None:
+        """Report once per job and command a job ours by labels that our command allow-list
+        refuses (the owner table gave it to the next eligible member)."""
+        if self._settings.allowed_commands is None:
+            return
+        for name, spec in self._table.items():
+            if spec.kind == "function":
+                continue  # a daemon never runs those (an allow-list has nothing to say)
+            program = spec.command[0]
+            if (name, program) in self._refused:
+                continue
+            if not view.owns_job(name, spec) and view.owns(name, spec.labels):
+                self._refused.add((name, program))
+                why = command_refusal(self._settings.allowed_commands, program, spec.env)
+                runner = view.table.job_owner(name, spec)
+                self._skips.skip(
+                    name,
+                    "command-not-allowed",
+                    f"{why or 'refused'}; "
+                    + (f"{runner} runs it" if runner else "no member allows it: it does not run"),
+                )

@@ -1,0 +1,2 @@
+"""Running what a fire starts: a job's command (`CommandRunner`, its supervisor and reaper)
+or an app's function (`FunctionRunner`), with deadlines and output logging."""
