@@ -15,7 +15,7 @@ from tools.bench.zk_requests import RequestCounter
 from zksched.core.fire import model as m
 from zksched.core.jobspec import JobSpec
 from zksched.runtime.clock import Clock
-from zksched.runtime.fire.zk_actions import FireIO, FireIOSettings
+from zksched.runtime.fire.zk_actions import ZkActions, ZkActionsSettings
 from zksched.zk.paths import ClusterPaths
 
 JOBS = [f"job-{i}" for i in range(5)]
@@ -43,18 +43,18 @@ class Answers:
             )
 
 
-def fire_io(client: KazooClient, client_id: str, answers: Answers) -> FireIO:
-    return FireIO(
-        client, ClusterPaths(client_id), FireIOSettings(client_id, "m-1"), Clock(), answers.post
+def fire_io(client: KazooClient, client_id: str, answers: Answers) -> ZkActions:
+    return ZkActions(
+        client, ClusterPaths(client_id), ZkActionsSettings(client_id, "m-1"), Clock(), answers.post
     )
 
 
-Taken = tuple[FireIO, KazooClient, Answers]
+Taken = tuple[ZkActions, KazooClient, Answers]
 
 
 @pytest.fixture
 def taken(zk_client: Callable[..., KazooClient], zk: str, client_id: str) -> Iterator[Taken]:
-    """A FireIO of its own session that has taken the lease of every job in JOBS."""
+    """A ZkActions of its own session that has taken the lease of every job in JOBS."""
     client = zk_client(zk, session_timeout=4.0)
     answers = Answers()
     io = fire_io(client, client_id, answers)

@@ -15,11 +15,11 @@ from datetime import datetime
 from typing import Any
 
 from zksched.core.fire import model as m
-from zksched.core.fire.job import Fire, JobFireMachine
+from zksched.core.fire.job import FireInProgress, JobFireMachine
 from zksched.core.fire.stages import FireStage, Step
 
 
-def _catchup_without_claim(self: JobFireMachine, fire: Fire, now: float) -> None:
+def _catchup_without_claim(self: JobFireMachine, fire: FireInProgress, now: float) -> None:
     """A catch-up's instant is started without a claim (as if the create had answered)."""
     self.fires[fire.instant] = fire
     if fire.kind == "catchup":
@@ -34,7 +34,7 @@ def _holding_ignored(self: JobFireMachine) -> bool:
     return False
 
 
-def _runs_ignored(self: JobFireMachine, fire: Fire, now: float, late: bool) -> Any:
+def _runs_ignored(self: JobFireMachine, fire: FireInProgress, now: float, late: bool) -> Any:
     """...nor when its claim comes back: the previous run of the job is ignored entirely."""
     fires, self.fires = self.fires, {fire.instant: fire}
     try:
@@ -110,13 +110,15 @@ def _plans_before_withdrawals(self: JobFireMachine) -> bool:
     return False
 
 
-def _retry_past_successor(self: JobFireMachine, fire: Fire, at: float) -> str | None:
+def _retry_past_successor(self: JobFireMachine, fire: FireInProgress, at: float) -> str | None:
     """A retry ignores the job: it starts whenever its pause is over (past the instant's
     successor, beside its next run, after the job moved)."""
     return None
 
 
-def _retry_after_success(self: JobFireMachine, fire: Fire, status: str, now: float) -> bool:
+def _retry_after_success(
+    self: JobFireMachine, fire: FireInProgress, status: str, now: float
+) -> bool:
     """A run that ended ok is retried too (the job runs the instant again)."""
     return bool(_ORIGINAL["_retry_later"](self, fire, "failed" if status == "ok" else status, now))
 

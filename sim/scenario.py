@@ -66,7 +66,7 @@ class SimResult:
         return not self.verdict.violations
 
 
-class Scenario:
+class SimScenario:
     def __init__(self, config: SimConfig) -> None:
         self.config = config
         self.world = World(config.seed)
@@ -334,4 +334,4 @@ class Scenario:
 
 
 def simulate(config: SimConfig) -> SimResult:
-    return Scenario(config).run()
+    return SimScenario(config).run()

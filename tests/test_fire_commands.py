@@ -1,4 +1,4 @@
-"""`FireCommands.starting()`: what the result writer waits for while a burst is started
+"""`RunActions.starting()`: what the result writer waits for while a burst is started
 (zksched/runtime/fire/run_actions.py). A fake runner: the starts are what is under test."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 from zksched.core.fire import model as m
 from zksched.core.jobspec import JobSpec
-from zksched.runtime.fire.run_actions import FireCommands, FireSettings
+from zksched.runtime.fire.run_actions import FireSettings, RunActions
 from zksched.runtime.fire.tuning import STARTS_SETTLE
 
 
@@ -33,9 +33,9 @@ class GatedRunner:
         return Handle()
 
 
-def commands(runner: GatedRunner) -> FireCommands:
+def commands(runner: GatedRunner) -> RunActions:
     spec = JobSpec(name="job", schedule="* * * * * *", command=("true",))
-    return FireCommands(
+    return RunActions(
         runner,  # type: ignore[arg-type]
         FireSettings(client_id="c", member_id="m-1"),
         lambda _job: spec,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 import zksched.cli.main  # noqa: F401 - jobs_cmds is imported through the CLI (an import cycle)
-from zksched.cli.jobview import Cluster
+from zksched.cli.jobview import ClusterReader
 from zksched.core.jobspec import JobSpec
 from zksched.core.jobtable import JobEntry
 from zksched.core.owners import Member
@@ -18,7 +18,7 @@ ENTRY = JobEntry("backup", CMD, None, "2026-01-01T00:00:00Z")
 
 def note(*members: Member) -> str | None:
     none = cast(Any, None)
-    c = Cluster(none, none, none, {}, MemberSnapshot(members), ClusterPaths("c"), 1.0)
+    c = ClusterReader(none, none, none, {}, MemberSnapshot(members), ClusterPaths("c"), 1.0)
     return c.owner_note(ENTRY)
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from tools.bench.daemons import (
     SESSION_TIMEOUT,
-    Member,
+    BenchMember,
     apply_jobs,
     every_second_jobs,
     members,
@@ -35,7 +35,7 @@ def _blip_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=1, help="seed of the cut lengths (1)")
 
 
-def first_start_after(member: Member, since: float) -> float | None:
+def first_start_after(member: BenchMember, since: float) -> float | None:
     starts = [float(e["started_ts"]) for e in member.events("fire")]
     later = [s for s in starts if s > since]
     return min(later) if later else None
@@ -56,7 +56,7 @@ def bench_blip(ctx: BenchContext) -> Result:
         with own_zookeeper(workdir) as zk, members(zk, client_id, workdir, 2):
             host, port = parse_connect_string(zk).hosts[0]
             proxy = FaultProxy((host, port)).start()
-            cut_member = Member(proxy.address, client_id, workdir / "cut.log").start()
+            cut_member = BenchMember(proxy.address, client_id, workdir / "cut.log").start()
             try:
                 wait_for(lambda: cut_member.members_seen() == 3, 60, "the cut member to join")
                 # every second, and caught up at once: its first start after a cut is the

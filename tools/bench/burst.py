@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tools.bench.daemons import (
-    Member,
+    BenchMember,
     apply_jobs,
     ms_between,
     sleep_until,
@@ -30,7 +30,7 @@ from zksched.core.fire.model import FireTunables
 LEAD = FireTunables().lease_lead  # members take a job's lease this long before its fire
 
 
-def wait_quiet(group: Sequence[Member], until: float) -> None:
+def wait_quiet(group: Sequence[BenchMember], until: float) -> None:
     """Wait (until the epoch `until` at the latest) for the members together to use less
     than a tenth of a core over half a second."""
     while time.time() < until:
@@ -44,7 +44,7 @@ def measure_burst(
     zk: str,
     client_id: str,
     workdir: Path,
-    group: Sequence[Member],
+    group: Sequence[BenchMember],
     jobs: dict[str, dict[str, Any]],
     prefix: str,
     burst: int,
@@ -70,7 +70,7 @@ def measure_burst(
     if time.time() > due - LEAD:
         raise RuntimeError("the spawn floor ran into the taking of the burst's locks")
 
-    def burst_fires(member: Member | None = None) -> list[dict[str, Any]]:
+    def burst_fires(member: BenchMember | None = None) -> list[dict[str, Any]]:
         return [
             e
             for m in (group if member is None else [member])

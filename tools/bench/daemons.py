@@ -89,15 +89,17 @@ def apply_jobs(zk: str, client_id: str, workdir: Path, jobs: Mapping[str, Any]) 
 
 
 @dataclass
-class Member(DaemonProcess):
+class BenchMember(DaemonProcess):
     """One `zksched run` subprocess of a benchmark (session timeout as the issue's peers)."""
 
     session_timeout: float = SESSION_TIMEOUT
 
 
 @contextlib.contextmanager
-def members(zk: str, client_id: str, workdir: Path, count: int) -> Iterator[list[Member]]:
-    started = [Member(zk, client_id, workdir / f"member-{i}.log").start() for i in range(count)]
+def members(zk: str, client_id: str, workdir: Path, count: int) -> Iterator[list[BenchMember]]:
+    started = [
+        BenchMember(zk, client_id, workdir / f"member-{i}.log").start() for i in range(count)
+    ]
     try:
         wait_for(lambda: all(m.members_seen() == count for m in started), 60, "members to join")
         yield started

@@ -21,7 +21,7 @@ from typing import Any
 
 from tools.bench.daemons import (
     SESSION_TIMEOUT,
-    Member,
+    BenchMember,
     apply_jobs,
     every_second_jobs,
     members,
@@ -119,12 +119,12 @@ def bench_failover(ctx: BenchContext) -> Result:
                     f"{handover[name][-1]:.3f} s late"
                 )
                 victim.stop(signal.SIGKILL)
-                group[group.index(victim)] = fresh = Member(
+                group[group.index(victim)] = fresh = BenchMember(
                     zk, client_id, workdir / f"member-{uuid.uuid4().hex[:6]}.log"
                 ).start()
                 wait_for(lambda: all(m.members_seen() == 3 for m in group), 60, "the rejoin")
 
-                def loaded(fresh: Member = fresh) -> bool:
+                def loaded(fresh: BenchMember = fresh) -> bool:
                     return bool(fresh.events("owned") or fresh.events("jobs"))
 
                 wait_for(loaded, 30, "the new member to load the jobs")

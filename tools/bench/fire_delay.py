@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tools.bench.daemons import (
-    Member,
+    BenchMember,
     apply_jobs,
     every_second_jobs,
     members,
@@ -39,7 +39,7 @@ def _fire_delay_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", type=at_least(1), default=1, metavar="N", help="runs (1)")
 
 
-def fires_in(members_: Sequence[Member], start: float, end: float) -> list[dict[str, Any]]:
+def fires_in(members_: Sequence[BenchMember], start: float, end: float) -> list[dict[str, Any]]:
     """Fire events whose instant lies in [start, end)."""
     out = []
     for m in members_:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tools.bench.burst import measure_burst
-from tools.bench.daemons import Member, apply_jobs, own_zookeeper, wait_for
+from tools.bench.daemons import BenchMember, apply_jobs, own_zookeeper, wait_for
 from tools.bench.registry import BenchContext, Result, at_least, benchmark
 from tools.bench.report import markdown_table, progress
 from zksched.runtime.daemon import DaemonConfig
@@ -54,7 +54,7 @@ def quiet_daily_jobs(count: int, now: datetime) -> dict[str, dict[str, Any]]:
     }
 
 
-def owned_total(group: Sequence[Member]) -> int:
+def owned_total(group: Sequence[BenchMember]) -> int:
     total = 0
     for m in group:
         owned = m.events("owned")
@@ -162,7 +162,7 @@ def _scale_one(
     t0 = time.time()
     run_args = () if concurrency is None else ("--concurrency", str(concurrency))
     group = [
-        Member(zk, client_id, workdir / f"{client_id}-{i}.log", run_args=run_args).start()
+        BenchMember(zk, client_id, workdir / f"{client_id}-{i}.log", run_args=run_args).start()
         for i in range(3)
     ]
     try:

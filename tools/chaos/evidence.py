@@ -46,7 +46,7 @@ def recording_jobs(
 
 
 @dataclass(frozen=True)
-class Fire:
+class SeenFire:
     job: str
     instant: float  # epoch seconds of the scheduled instant
     member_id: str
@@ -54,8 +54,8 @@ class Fire:
     started: float  # epoch seconds, the command's own clock
 
 
-def read_fires(path: Path) -> list[Fire]:
-    fires: list[Fire] = []
+def read_fires(path: Path) -> list[SeenFire]:
+    fires: list[SeenFire] = []
     if not path.exists():
         return fires
     for line in path.read_text().splitlines():
@@ -63,7 +63,7 @@ def read_fires(path: Path) -> list[Fire]:
         if len(parts) != 4:
             continue  # a line cut short by a kill: not evidence either way
         job, instant = parse_fire_key(parts[0])
-        fires.append(Fire(job, instant.timestamp(), parts[1], int(parts[2]), float(parts[3])))
+        fires.append(SeenFire(job, instant.timestamp(), parts[1], int(parts[2]), float(parts[3])))
     return fires
 
 
@@ -76,7 +76,7 @@ class FaultEvent:
     graceful: bool
 
 
-def failover_time(event: FaultEvent, fires: list[Fire]) -> float | None:
+def failover_time(event: FaultEvent, fires: list[SeenFire]) -> float | None:
     """How late, after the fault, the victim's jobs ran again elsewhere (the worst job).
 
     The victim's jobs are those whose last fire in the two seconds before the fault was its.
@@ -85,7 +85,7 @@ def failover_time(event: FaultEvent, fires: list[Fire]) -> float | None:
     would otherwise add up to a second of waiting for its next instant to any handover.
     None when the victim was firing nothing.
     """
-    last: dict[str, Fire] = {}
+    last: dict[str, SeenFire] = {}
     for fire in sorted(fires, key=lambda f: f.started):
         if event.at - 2.0 <= fire.started <= event.at:
             last[fire.job] = fire

@@ -32,7 +32,7 @@ CALL_TIMEOUT = 5.0
 
 
 @dataclass
-class Member(DaemonProcess):
+class ChaosMember(DaemonProcess):
     """One `zksched run` subprocess of a chaos run (with its own fault proxy when it needs
     one, and its clock shifted by `--clock-offset` when asked)."""
 
@@ -41,7 +41,7 @@ class Member(DaemonProcess):
 
 
 @dataclass
-class Cluster:
+class ChaosCluster:
     """ZooKeeper (standalone or ensemble), the members, the job file and the fire log."""
 
     workdir: Path
@@ -49,12 +49,12 @@ class Cluster:
     ensemble: bool
     session_timeout: float
     client_id: str = field(default_factory=lambda: f"chaos-{uuid.uuid4().hex[:8]}")
-    members: list[Member] = field(default_factory=list)
-    every_member: list[Member] = field(default_factory=list)
+    members: list[ChaosMember] = field(default_factory=list)
+    every_member: list[ChaosMember] = field(default_factory=list)
     _observer: KazooClient | None = None
 
     @classmethod
-    def start(cls, workdir: Path, *, ensemble: bool, session_timeout: float) -> Cluster:
+    def start(cls, workdir: Path, *, ensemble: bool, session_timeout: float) -> ChaosCluster:
         workdir.mkdir(parents=True, exist_ok=True)
         if ensemble:
             servers = ZkEnsemble.create(workdir / "zk", size=3).servers
@@ -108,7 +108,7 @@ class Cluster:
         if done.returncode != 0:
             raise RuntimeError(f"jobs apply failed ({done.returncode}): {done.stderr.strip()}")
 
-    def start_member(self, *, proxied: bool = False, clock_offset: float = 0.0) -> Member:
+    def start_member(self, *, proxied: bool = False, clock_offset: float = 0.0) -> ChaosMember:
         proxy = None
         hosts = self.connect_string
         if proxied:
@@ -117,7 +117,7 @@ class Cluster:
             proxy = FaultProxy(("127.0.0.1", self.servers[0].client_port)).start()
             hosts = proxy.address
         log_path = self.workdir / f"member-{len(self.every_member)}.log"
-        member = Member(
+        member = ChaosMember(
             hosts,
             self.client_id,
             log_path,
@@ -131,13 +131,13 @@ class Cluster:
         self.every_member.append(member)
         return member
 
-    def kill(self, member: Member) -> float:
+    def kill(self, member: ChaosMember) -> float:
         sent = member.send(signal.SIGKILL)
         member.wait(10)
         self.members.remove(member)
         return sent
 
-    def terminate(self, member: Member, *, wait_exit: bool = True) -> float:
+    def terminate(self, member: ChaosMember, *, wait_exit: bool = True) -> float:
         sent = member.send(signal.SIGTERM)
         self.members.remove(member)
         if wait_exit:
@@ -161,10 +161,10 @@ class Cluster:
             return []
         return sorted(ClusterPaths.member_id_of(n) for n in names)
 
-    def wait_registered(self, member: Member, timeout: float) -> None:
+    def wait_registered(self, member: ChaosMember, timeout: float) -> None:
         until(lambda: member.member_id in self.live_member_ids(), timeout, member.member_id)
 
-    def wait_members(self, expected: Iterable[Member], timeout: float) -> None:
+    def wait_members(self, expected: Iterable[ChaosMember], timeout: float) -> None:
         """Until exactly these members are registered."""
         members = list(expected)
         want = sorted(m.member_id for m in members)

@@ -9,14 +9,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from tools.chaos.evidence import read_fires, recorded_keys, recording_jobs
-from tools.chaos.lab import Cluster, until
-from tools.chaos.scenarios import Scenario, ScenarioContext
+from tools.chaos.lab import ChaosCluster, until
+from tools.chaos.scenarios import ChaosScenario, ScenarioContext
 from tools.chaos.verdict import ScenarioResult, expected_keys, judge, run_audit
 from zksched.core.firekey import format_utc
 from zksched.core.schedule import Schedule
 
 
-def _warm_up(cluster: Cluster, names: list[str], every_second: bool) -> None:
+def _warm_up(cluster: ChaosCluster, names: list[str], every_second: bool) -> None:
     """Until every member has loaded the job table and (fast jobs) every job has fired."""
 
     def loaded() -> bool:
@@ -35,7 +35,7 @@ def _warm_up(cluster: Cluster, names: list[str], every_second: bool) -> None:
 
 
 def run_scenario(
-    scenario: Scenario,
+    scenario: ChaosScenario,
     *,
     duration: float,
     seed: int,
@@ -47,7 +47,9 @@ def run_scenario(
     rng = random.Random(f"{seed}:{scenario.name}")
     result = ScenarioResult(scenario.name, seed, duration, members, session_timeout)
     result.workdir = str(workdir)
-    cluster = Cluster.start(workdir, ensemble=scenario.ensemble, session_timeout=session_timeout)
+    cluster = ChaosCluster.start(
+        workdir, ensemble=scenario.ensemble, session_timeout=session_timeout
+    )
     try:
         prefix = "burst" if scenario.job_count > 100 else "job"
         names = [f"{prefix}-{i:04d}" for i in range(scenario.job_count)]

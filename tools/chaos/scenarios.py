@@ -9,13 +9,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tools.chaos.evidence import FaultEvent, read_fires
-from tools.chaos.lab import Cluster, Member, until
+from tools.chaos.lab import ChaosCluster, ChaosMember, until
 from tools.faultproxy import BLACKHOLE, DELAY, PASS
 
 
 @dataclass
 class ScenarioContext:
-    cluster: Cluster
+    cluster: ChaosCluster
     rng: random.Random
     duration: float
     members: int
@@ -28,7 +28,7 @@ class ScenarioContext:
     def session_timeout(self) -> float:
         return self.cluster.session_timeout
 
-    def pick_victim(self) -> Member:
+    def pick_victim(self) -> ChaosMember:
         """A random member among those that fired something in the last two seconds (with a
         few jobs a member may own none, and faulting it would show nothing); waits up to
         10 s for one (a busy machine can be slow to start the first fires)."""
@@ -53,7 +53,7 @@ class ScenarioContext:
 
 
 @dataclass(frozen=True)
-class Scenario:
+class ChaosScenario:
     name: str
     summary: str
     inject: Callable[[ScenarioContext], None]
@@ -253,7 +253,7 @@ def flapping(ctx: ScenarioContext) -> None:
     second to start on a busy host), so every step is a real join and a real leave.
     """
     started = time.monotonic()
-    previous: Member | None = None
+    previous: ChaosMember | None = None
     steps = 0
     while True:
         tick = time.monotonic()
@@ -274,31 +274,33 @@ def flapping(ctx: ScenarioContext) -> None:
     ctx.notes.append(f"{steps + 1} members joined and left, {steps} joins while another left")
 
 
-SCENARIOS: dict[str, Scenario] = {
+SCENARIOS: dict[str, ChaosScenario] = {
     s.name: s
     for s in (
-        Scenario("kill9", "kill -9 of random members, each restarted after the takeover", kill9),
-        Scenario("rolling", "SIGTERM rolling restart of every member, one by one", rolling),
-        Scenario(
+        ChaosScenario(
+            "kill9", "kill -9 of random members, each restarted after the takeover", kill9
+        ),
+        ChaosScenario("rolling", "SIGTERM rolling restart of every member, one by one", rolling),
+        ChaosScenario(
             "partition",
             "a member blackholed from ZooKeeper shorter than, then longer than, its session",
             partition,
             proxied=True,
         ),
-        Scenario(
+        ChaosScenario(
             "partition-overlap",
             "a member cut off past its session while another recovers from a short cut",
             partition_overlap,
             proxied=True,
         ),
-        Scenario(
+        ChaosScenario(
             "ensemble-leader",
             "the leader of a 3-server ensemble killed (and back), then another server",
             ensemble_leader,
             ensemble=True,
         ),
-        Scenario("zk-outage", "every ZooKeeper server down for 10 s, then back", zk_outage),
-        Scenario(
+        ChaosScenario("zk-outage", "every ZooKeeper server down for 10 s, then back", zk_outage),
+        ChaosScenario(
             "slow-zk",
             "ZooKeeper slowed by a proxy, 200 ms each way",
             slow_zookeeper,
@@ -307,13 +309,13 @@ SCENARIOS: dict[str, Scenario] = {
             # would be skipped `still-running` by design, which is not what this probes
             overlap="allow",
         ),
-        Scenario(
+        ChaosScenario(
             "clock-skew",
             "members with clocks 2-3 s apart, jobs handed between them by restarts",
             clock_skew,
             clock_offsets=skewed_offsets,
         ),
-        Scenario(
+        ChaosScenario(
             "burst",
             "2,000 jobs due at the same instant (every 20 s) on the members",
             burst,
@@ -321,6 +323,6 @@ SCENARIOS: dict[str, Scenario] = {
             schedule="*/20 * * * * *",
             history=20,
         ),
-        Scenario("flapping", "a member joining and another leaving every second", flapping),
+        ChaosScenario("flapping", "a member joining and another leaving every second", flapping),
     )
 }

@@ -12,7 +12,7 @@ from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
 from tools.chaos.evidence import failover_time, read_fires, recorded_keys
-from tools.chaos.lab import Cluster
+from tools.chaos.lab import ChaosCluster
 from tools.chaos.scenarios import ScenarioContext
 from zksched.core.firekey import format_utc
 from zksched.core.schedule import Schedule
@@ -59,7 +59,7 @@ def expected_keys(schedule: Schedule, names: list[str], low: float, high: float)
     return {f"{name}@{instant}" for name in names for instant in instants}
 
 
-def run_audit(cluster: Cluster, since: float) -> tuple[str, list[str]]:
+def run_audit(cluster: ChaosCluster, since: float) -> tuple[str, list[str]]:
     """`zksched audit`'s verdict in one line, and the fire keys it calls gaps (a few)."""
     iso = format_utc(datetime.fromtimestamp(int(since), UTC))
     try:
@@ -83,7 +83,7 @@ def run_audit(cluster: Cluster, since: float) -> tuple[str, list[str]]:
 
 
 def judge(
-    result: ScenarioResult, ctx: ScenarioContext, cluster: Cluster, expected: set[str]
+    result: ScenarioResult, ctx: ScenarioContext, cluster: ChaosCluster, expected: set[str]
 ) -> None:
     """Count the fire log against `expected` and the faults, into `result` and its failures."""
     fires = read_fires(cluster.fire_log)

@@ -35,7 +35,7 @@ from zksched.zk.paths import ClusterPaths
 
 
 @dataclass
-class Cluster:
+class ClusterReader:
     """What the reading commands need, read once."""
 
     client: KazooClient
@@ -93,7 +93,7 @@ def zk_errors() -> Iterator[None]:
 
 
 @contextmanager
-def cluster(ctx: CliContext) -> Iterator[Cluster]:
+def cluster(ctx: CliContext) -> Iterator[ClusterReader]:
     with ctx.client() as client, zk_errors():
         store = JobStore(client, ctx.paths, ctx.connect_timeout)
         _, stored = store.read_table()
@@ -102,7 +102,7 @@ def cluster(ctx: CliContext) -> Iterator[Cluster]:
         except NoNodeError:
             members = MemberSnapshot(())
         entries = {name: parse_stored(job) for name, job in sorted(stored.items())}
-        yield Cluster(
+        yield ClusterReader(
             client,
             store,
             FireClaims(client, ctx.paths, ctx.connect_timeout),
@@ -119,7 +119,7 @@ def check_job_name(name: str) -> None:
         raise invalid(problem)
 
 
-def entry_of(c: Cluster, name: str) -> JobEntry:
+def entry_of(c: ClusterReader, name: str) -> JobEntry:
     check_job_name(name)
     entry = c.entries.get(name)
     if entry is None:
@@ -148,7 +148,7 @@ def _one_off_done(entry: JobEntry, last: FireRecord | None) -> bool:
     return last.scheduled == format_utc(schedule.at) and last.state != "running"
 
 
-def job_row(c: Cluster, entry: JobEntry, last: FireRecord | None) -> dict[str, Any]:
+def job_row(c: ClusterReader, entry: JobEntry, last: FireRecord | None) -> dict[str, Any]:
     spec = entry.spec
     row: dict[str, Any] = {
         "name": entry.name,

@@ -21,6 +21,9 @@ _UTC_RE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([
 FIRST_YEAR, LAST_YEAR = 1970, 8999
 
 
+FireId = tuple[str, datetime]  # (job, scheduled instant): a fire key, unformatted
+
+
 def _require_aware(instant: datetime, what: str = "instant") -> None:
     if not isinstance(instant, datetime):
         raise ValueError(f"{what} must be a datetime, not {type(instant).__name__}")

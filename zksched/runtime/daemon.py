@@ -30,6 +30,7 @@ from zksched.runtime.run.reaper import Reaper
 from zksched.runtime.run.runner import CommandRunner
 from zksched.runtime.status.daemon_status import DaemonStatus
 from zksched.runtime.status.http import HttpEndpoint
+from zksched.runtime.status.source import CatchupObserver, FireObserver, SkipObserver
 from zksched.zk.connection import ZkSettings, close_quietly, make_client
 from zksched.zk.handler import session_timeout_of
 from zksched.zk.paths import ClusterPaths
@@ -210,6 +211,51 @@ class Daemon:
     @property
     def view(self) -> ClusterView:
         return self.cluster.view
+
+    # -- what the status side reads (`StatusSource`) ------------------------------------------
+
+    @property
+    def client_id(self) -> str:
+        return self.config.client_id
+
+    @property
+    def member_id(self) -> str:
+        return self.member.member_id
+
+    @property
+    def session_timeout(self) -> float:
+        return self.config.zk.session_timeout
+
+    def now(self) -> float:
+        return self.clock.now()
+
+    def now_dt(self) -> datetime:
+        return self.clock.now_dt()
+
+    def job_table(self) -> JobsSnapshot:
+        return self.jobs.snapshot
+
+    def heartbeats(self) -> dict[str, float]:
+        now_mono = time.monotonic()
+        return {
+            "cluster coordinator": now_mono - self.cluster.heartbeat,
+            "job table watcher": now_mono - self.jobs.heartbeat,
+            "fire timer": self.clock.now() - self.engine.heartbeat,  # it beats on self.clock
+        }
+
+    def owned_count(self) -> int:
+        return len(self.engine.owned_jobs())
+
+    def clock_offset(self) -> float | None:
+        reading = self.clock_probe.last
+        return None if reading is None else reading.offset_ms / 1000
+
+    def observe(
+        self, on_fire: FireObserver, on_skip: SkipObserver, on_catchup: CatchupObserver
+    ) -> None:
+        self.engine.observers.append(on_fire)
+        self.skips.listeners.append(on_skip)
+        self.engine.catchup_observers.append(on_catchup)
 
     def start(self) -> None:
         if self._started:

@@ -61,7 +61,7 @@ class AlreadyClaimed:
 
 
 # a batch's claims; None: it did not apply; an exception: its outcome is unknown
-ClaimOutcome = list[Claimed] | Exception | None
+ClaimReply = list[Claimed] | Exception | None
 
 
 class SentBatch(NamedTuple):
@@ -204,7 +204,7 @@ class FireClaims(FireHistory):
 
     def claim_batches(
         self, batches: list[list[FireRecord]], payloads: list[list[bytes]] | None = None
-    ) -> list[ClaimOutcome]:
+    ) -> list[ClaimReply]:
         """Claim each batch in one transaction (`send_batches`, then every `answers`)."""
         return list(self.answers(self.send_batches(batches, payloads)))
 
@@ -230,14 +230,14 @@ class FireClaims(FireHistory):
             sent.append(SentBatch(paths, records, txn.commit_async()))
         return sent
 
-    def answers(self, sent: list[SentBatch]) -> Iterator[ClaimOutcome]:
+    def answers(self, sent: list[SentBatch]) -> Iterator[ClaimReply]:
         """Each sent batch's outcome, in order, as soon as its reply is in (one deadline
         for all, from now): its claims; None (it did not apply: one was claimed already,
         so claim them one by one); or the exception that left its outcome unknown
         (`resolve()` each one). Never raises."""
         return self._answers(sent, time.monotonic() + self._timeout)
 
-    def _answers(self, sent: list[SentBatch], deadline: float) -> Iterator[ClaimOutcome]:
+    def _answers(self, sent: list[SentBatch], deadline: float) -> Iterator[ClaimReply]:
         for batch in sent:
             try:
                 results = wait(batch.pending, max(0.001, deadline - time.monotonic()))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from zksched.core.fire import model as m
 from zksched.core.fire.stages import COMMAND_UP, FireStage, LeaseStage, Step
-from zksched.core.fire.state import NEVER, Fire, JobPhase, JobState, raise_illegal
+from zksched.core.fire.state import NEVER, FireInProgress, JobPhase, JobState, raise_illegal
 
 
 class AnswerHandling(JobState):
@@ -16,7 +16,7 @@ class AnswerHandling(JobState):
         self._take = next(self._takes)
         self._out.append(m.TakeLease(self.spec.name, wait, self._take))
 
-    def _retry(self, fire: Fire, now: float) -> None:
+    def _retry(self, fire: FireInProgress, now: float) -> None:
         fire.retry_at = NEVER
         if fire.stage is FireStage.LEASING:
             if self.lease is LeaseStage.FREE:
@@ -66,7 +66,7 @@ class AnswerHandling(JobState):
         else:  # the take failed on the connection: the instant waits for a catch-up
             self._leave_for_catchup(fire, "the job's lease could not be taken")
 
-    def _lease_not_free(self, fire: Fire, detail: str) -> None:
+    def _lease_not_free(self, fire: FireInProgress, detail: str) -> None:
         """A fire's time for the lease is up. Held by a run: skipped `still-running`. Held
         between runs (the previous owner has not let go, or died and its session lives on):
         no run holds the job, so the instant is left to a catch-up, once the lease is ours."""
@@ -76,7 +76,7 @@ class AnswerHandling(JobState):
         else:
             self._leave_for_catchup(fire, f"waiting for {holder} to let go of the job's lease")
 
-    def _leave_for_catchup(self, fire: Fire, why: str) -> None:
+    def _leave_for_catchup(self, fire: FireInProgress, why: str) -> None:
         """No record for this instant now: it is planned again (by the catch-up policy) once
         the job's lease is ours, or on the next takeover."""
         fire.step(Step.DROPPED)
@@ -152,7 +152,9 @@ class AnswerHandling(JobState):
                     record = self.phase is JobPhase.ACTIVE
                     self._drop(fire, m.SkipReason.CLAIM_ERROR, "its claim never landed", record)
 
-    def _refuse_start(self, fire: Fire, now: float, late: bool) -> tuple[m.SkipReason, str] | None:
+    def _refuse_start(
+        self, fire: FireInProgress, now: float, late: bool
+    ) -> tuple[m.SkipReason, str] | None:
         """Why a claim of ours, made in this connection, must not start now; None: start."""
         spec = self.spec
         if self.phase is JobPhase.DELETED:
@@ -171,7 +173,7 @@ class AnswerHandling(JobState):
             return m.SkipReason.OUTSIDE_CATCHUP_WINDOW, "settled outside the catch-up window"
         return None
 
-    def _unpark(self, fire: Fire) -> None:
+    def _unpark(self, fire: FireInProgress) -> None:
         """A claim of ours sent before this member lost contact: once connected, withdrawn
         if the job is still ours to catch up (the catch-up planning waits for it), else
         completed as a skip (the job moved, was paused or deleted): never started."""

@@ -31,13 +31,13 @@ from zksched.core.fire.answers import AnswerHandling
 from zksched.core.fire.planning import CatchupPlanning
 from zksched.core.fire.retrying import Retrying
 from zksched.core.fire.stages import BEFORE_START, COMMAND_UP, FireStage, LeaseStage, Step
-from zksched.core.fire.state import NEVER, Fire, JobPhase, _utc
+from zksched.core.fire.state import NEVER, FireInProgress, JobPhase, _utc
 from zksched.core.firekey import fire_key, jitter_of
 from zksched.core.jobspec import JobSpec
 from zksched.core.schedule import ScheduleError
 from zksched.core.schedule.catchup import trigger_instant
 
-__all__ = ["Fire", "JobFireMachine", "JobPhase"]
+__all__ = ["FireInProgress", "JobFireMachine", "JobPhase"]
 
 
 class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
@@ -271,7 +271,7 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
             kind = "catchup"
         deadline = self._deadline(instant, kind, due)
         if spec.overlap == "allow":
-            self._claim(Fire(instant, kind, FireStage.CLAIMING, deadline), now)
+            self._claim(FireInProgress(instant, kind, FireStage.CLAIMING, deadline), now)
             return
         if not queued and kind == "scheduled" and (self._queue or self._catching_up()):
             if spec.catchup == "all":
@@ -295,7 +295,7 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
             return
         for old in [f for f in self.fires.values() if f.stage is FireStage.LEASING]:
             self._lease_not_free(old, "the job's lease did not come free")
-        fire = Fire(instant, kind, FireStage.LEASING, deadline)
+        fire = FireInProgress(instant, kind, FireStage.LEASING, deadline)
         self.fires[instant] = fire
         if self.lease is LeaseStage.HELD:
             fire.step(Step.LEASE_TAKEN)
@@ -308,7 +308,7 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
             self._ahead_for = self._next
             self._take_lease(0.0)
 
-    def _claim(self, fire: Fire, now: float) -> None:
+    def _claim(self, fire: FireInProgress, now: float) -> None:
         fire.epoch = self.epoch
         self._withdrawals.discard(fire.instant)  # it gets a record: ours, or whoever's won
         self.fires[fire.instant] = fire

@@ -18,14 +18,14 @@ from __future__ import annotations
 
 from zksched.core.fire import model as m
 from zksched.core.fire.stages import COMMAND_UP, FireStage, LeaseStage, Step
-from zksched.core.fire.state import NEVER, Fire, JobPhase, JobState
+from zksched.core.fire.state import NEVER, FireInProgress, JobPhase, JobState
 from zksched.core.retries import RETRYABLE, retry_delay
 
 
 class Retrying(JobState):
     __slots__ = ()
 
-    def _retry_later(self, fire: Fire, status: str, now: float) -> bool:
+    def _retry_later(self, fire: FireInProgress, status: str, now: float) -> bool:
         """After a run of `fire` ended `status`: whether it is run again (then it backs off
         until its retry time, and its record notes the attempt)."""
         spec = self.spec
@@ -46,7 +46,7 @@ class Retrying(JobState):
         self._out.append(m.RecordAttempt(spec.name, fire.instant, fire.attempt, status, at))
         return True
 
-    def _attempt_again(self, fire: Fire, now: float) -> None:
+    def _attempt_again(self, fire: FireInProgress, now: float) -> None:
         """A backing-off fire's retry time came."""
         why = self._no_retry(fire, now)
         if why is not None:
@@ -61,7 +61,7 @@ class Retrying(JobState):
         for fire in [f for f in self.fires.values() if f.stage is FireStage.BACKING_OFF]:
             self._give_up(fire, why)
 
-    def _no_retry(self, fire: Fire, at: float) -> str | None:
+    def _no_retry(self, fire: FireInProgress, at: float) -> str | None:
         """Why `fire` may not start again at `at`; None: it may."""
         spec = self.spec
         if not self._active or self.phase is not JobPhase.ACTIVE:
@@ -79,7 +79,7 @@ class Retrying(JobState):
                 return "it would start after the job's next instant (overlap = skip)"
         return None
 
-    def _give_up(self, fire: Fire, why: str) -> None:
+    def _give_up(self, fire: FireInProgress, why: str) -> None:
         key = self._key(fire)
         self._out.append(m.Warn(self.spec.name, "retry-given-up", f"{key}: no retry: {why}"))
         fire.retry_at = NEVER

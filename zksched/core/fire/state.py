@@ -49,7 +49,7 @@ class _Plan:
 
 
 @dataclass(slots=True)
-class Fire:
+class FireInProgress:
     instant: datetime
     kind: m.FireKind
     stage: FireStage
@@ -134,7 +134,7 @@ class JobState:
         # interrupted (its claim is withdrawn, never started)
         self.epoch = 0
         self.last_active = last_active  # when this member last had the job active
-        self.fires: dict[datetime, Fire] = {}
+        self.fires: dict[datetime, FireInProgress] = {}
         self._out: list[m.Action] = []
         self._next: datetime | None = None  # the next scheduled instant not yet due
         self._next_due = NEVER
@@ -214,7 +214,7 @@ class JobState:
             f.kind == "catchup" and f.stage is not FireStage.WRITING for f in self.fires.values()
         )
 
-    def _interrupted(self, fire: Fire) -> bool:
+    def _interrupted(self, fire: FireInProgress) -> bool:
         """Whether contact was lost since the fire's claim was sent."""
         return fire.epoch != self.epoch
 
@@ -234,18 +234,18 @@ class JobState:
             for f in self.fires.values()
         ) or (self._active and self.spec.overlap == "skip" and bool(self._queue))
 
-    def _fire(self, instant: datetime) -> Fire:
+    def _fire(self, instant: datetime) -> FireInProgress:
         fire = self.fires.get(instant)
         if fire is None:
             raise_illegal(f"no fire of {self.spec.name} at {format_utc(instant)}")
         return fire
 
-    def _key(self, fire: Fire) -> str:
+    def _key(self, fire: FireInProgress) -> str:
         return fire_key(self.spec.name, fire.instant)
 
     def _write(
         self,
-        fire: Fire,
+        fire: FireInProgress,
         status: str,
         reason: m.SkipReason | None = None,
         error: str | None = None,
@@ -253,7 +253,11 @@ class JobState:
         self._out.append(m.WriteResult(self.spec.name, fire.instant, status, reason, error))
 
     def _drop(
-        self, fire: Fire, reason: m.SkipReason | None, detail: str, record: bool | None = None
+        self,
+        fire: FireInProgress,
+        reason: m.SkipReason | None,
+        detail: str,
+        record: bool | None = None,
     ) -> None:
         """Forget a fire that left nothing of ours behind, and say why it did not run. A
         trigger's goes back to wait for its turn (it runs once: at a later second when its
@@ -276,7 +280,7 @@ class JobState:
             self._withdrawals.discard(instant)
             self._out.append(m.RecordSkip(self.spec.name, instant, "scheduled", reason))
 
-    def _trigger_again(self, fire: Fire) -> None:
+    def _trigger_again(self, fire: FireInProgress) -> None:
         """A trigger's fire that did not run: the trigger waits for its turn again (it runs
         once)."""
         if fire.trigger is not None:
@@ -295,7 +299,7 @@ class JobState:
 
     # -- provided by the machine (job.py) and its parts ------------------------------------
 
-    def _claim(self, fire: Fire, now: float) -> None:
+    def _claim(self, fire: FireInProgress, now: float) -> None:
         raise NotImplementedError
 
     def _pump(self, now: float) -> None:
@@ -313,7 +317,7 @@ class JobState:
     def _catch_up_gap(self, now: float) -> None:
         raise NotImplementedError
 
-    def _attempt_again(self, fire: Fire, now: float) -> None:
+    def _attempt_again(self, fire: FireInProgress, now: float) -> None:
         raise NotImplementedError
 
     def _give_up_retries(self, why: str) -> None:

@@ -7,14 +7,12 @@ final record lists them all); the last attempt's result is the fire's result.
 from __future__ import annotations
 
 import threading
-from datetime import datetime
 from typing import Any
 
+from zksched.core.firekey import FireId
 from zksched.core.firerecord import FireRecord
 from zksched.runtime.clock import iso_ms
 from zksched.runtime.run.request import RunResult
-
-FireId = tuple[str, datetime]
 
 
 def result_fields(result: RunResult) -> dict[str, Any]:

@@ -3,9 +3,9 @@
     job table, cluster view, session loss, triggers ─┐
     answers from ZooKeeper (fire_io.py) ─────────────┼─> queue -> core (zksched/core/fire)
     command starts and exits (runner.py) ────────────┘                 │
-            timers <── SetTimer   Claim, TakeLease, ... ──> FireIO     │
+            timers <── SetTimer   Claim, TakeLease, ... ──> ZkActions     │
                                   Start, Terminate ──────> CommandRunner
-                                  RecordAttempt ─────────> AttemptLog, FireIO
+                                  RecordAttempt ─────────> AttemptLog, ZkActions
                                   Skip, Warn ────────────> SkipLog, log
 
 One thread (`zksched-core`) owns the core: every input is a closure posted to its queue, run
@@ -23,7 +23,6 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime
 
 from kazoo.client import KazooClient
 
@@ -34,11 +33,11 @@ from zksched.core.jobspec import JobSpec
 from zksched.core.owners import command_refusal
 from zksched.runtime.clock import Clock
 from zksched.runtime.fire.attempts import AttemptLog, after_claim
-from zksched.runtime.fire.run_actions import FireCommands, FireSettings
+from zksched.runtime.fire.run_actions import CoreCall, FireSettings, RunActions
 from zksched.runtime.fire.skips import SkipLog
 from zksched.runtime.fire.triggers import TriggerIntake
 from zksched.runtime.fire.tuning import CHORES_INTERVAL, STEPS_PER_TURN
-from zksched.runtime.fire.zk_actions import FireIO, FireIOSettings
+from zksched.runtime.fire.zk_actions import ZkActions, ZkActionsSettings
 from zksched.runtime.membership.cluster_membership import ClusterMembership
 from zksched.runtime.membership.job_watch import JobsSnapshot, Trigger
 from zksched.runtime.membership.view import ClusterView
@@ -48,8 +47,6 @@ from zksched.zk.paths import ClusterPaths
 
 log = logging.getLogger("zksched.fire")
 
-Step = Callable[[float], list[m.Action]]
-FireId = tuple[str, datetime]
 
 
 @dataclass
@@ -80,19 +77,19 @@ class FireEngine:
         self._settings = settings
         self._clock = clock
         self.core = MemberFireCore(m.FireTunables(on_session_loss=settings.on_session_loss))
-        self.io = FireIO(
+        self.io = ZkActions(
             client,
             paths,
-            FireIOSettings(settings.client_id, settings.member_id, settings.call_timeout),
+            ZkActionsSettings(settings.client_id, settings.member_id, settings.call_timeout),
             clock,
             self._post_event,
             lambda job: self._table.get(job),
             hold_results=lambda: self.commands.starting(),
         )
-        self._queue: queue.SimpleQueue[Step | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[CoreCall | None] = queue.SimpleQueue()
         self._heap: list[tuple[float, str]] = []
         self._timer_at: dict[str, float] = {}
-        self.commands = FireCommands(
+        self.commands = RunActions(
             runner,
             settings,
             lambda job: self._table.get(job),
@@ -122,7 +119,7 @@ class FireEngine:
 
     # -- inputs (any thread: post and return) ---------------------------------------------------
 
-    def _post(self, step: Step) -> None:
+    def _post(self, step: CoreCall) -> None:
         self._queue.put(step)
 
     def _post_event(self, job: str, event: m.JobEvent) -> None:
@@ -236,7 +233,7 @@ class FireEngine:
         while True:
             now = self._clock.now()
             wait = 1.0 if not self._heap else min(1.0, max(0.0, self._heap[0][0] - now))
-            steps: list[Step] = []
+            steps: list[CoreCall] = []
             try:
                 first = self._queue.get(timeout=wait)
                 if first is None:

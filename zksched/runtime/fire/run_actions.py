@@ -15,11 +15,10 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Literal
 
 from zksched.core.fire import model as m
-from zksched.core.firekey import fire_key, jitter_of
+from zksched.core.firekey import FireId, fire_key, jitter_of
 from zksched.core.jobspec import JobSpec
 from zksched.core.owners import command_refusal
 from zksched.runtime.fire.tuning import PROGRAM_LOOKUP_TTL, STARTERS, STARTS_SETTLE
@@ -34,8 +33,7 @@ from zksched.runtime.run.runner import (
 
 log = logging.getLogger("zksched.fire")
 
-FireId = tuple[str, datetime]
-Step = Callable[[float], list[m.Action]]
+CoreCall = Callable[[float], list[m.Action]]  # a turn of the core's thread: now -> actions
 
 
 @dataclass(frozen=True)
@@ -66,13 +64,13 @@ class _Run:
     terminate_now: str | None = None  # a terminate that came before the start was through
 
 
-class FireCommands:
+class RunActions:
     def __init__(
         self,
         runner: CommandRunner,
         settings: FireSettings,
         spec_of: Callable[[str], JobSpec | None],
-        post: Callable[[Step], None],
+        post: Callable[[CoreCall], None],
         handle: Callable[[str, m.JobEvent, float], list[m.Action]],
         functions: FunctionRunner | None = None,
     ) -> None:

@@ -31,7 +31,7 @@ from typing import Any
 from kazoo.client import KazooClient
 
 from zksched.core.fire import model as m
-from zksched.core.firekey import format_utc, parse_utc
+from zksched.core.firekey import FireId, format_utc, parse_utc
 from zksched.core.firerecord import FireRecord
 from zksched.core.jobspec import JobSpec
 from zksched.runtime.clock import Clock
@@ -50,22 +50,21 @@ from zksched.zk.triggers import Triggers
 log = logging.getLogger("zksched.fire")
 
 Post = Callable[[str, m.JobEvent], None]
-FireId = tuple[str, datetime]
 
 
 @dataclass(frozen=True)
-class FireIOSettings:
+class ZkActionsSettings:
     client_id: str
     member_id: str
     call_timeout: float = 3.0
 
 
-class FireIO:
+class ZkActions:
     def __init__(
         self,
         client: KazooClient,
         paths: ClusterPaths,
-        settings: FireIOSettings,
+        settings: ZkActionsSettings,
         clock: Clock,
         post: Post,
         spec_of: Callable[[str], JobSpec | None] = lambda _job: None,

@@ -1,7 +1,7 @@
 """Running function jobs: the Python functions an app registered (`zksched.Cluster`).
 
 A function fire is one more way to start a run, nothing else: the fire core claims and
-decides exactly as for a command, and `FireCommands` hands the start here instead of to the
+decides exactly as for a command, and `RunActions` hands the start here instead of to the
 `CommandRunner`. What differs is only how a run starts and stops:
 
 - A plain function runs on a thread of a pool sized like `--concurrency` (the fire path never

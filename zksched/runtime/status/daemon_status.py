@@ -3,19 +3,17 @@
 All of it is read from what the daemon already holds in memory (the cluster view, the job
 table snapshot, the scheduler's owned set, the recent fires and skips in `activity.py`);
 nothing here calls ZooKeeper, so a slow or cut-off ZooKeeper cannot make a probe hang.
-The status page and `/metrics` are rendered once and shared (`sharedrender.py`): a
+The status page and `/metrics` are rendered once and shared (`rendered.py`): a
 request is served a body rendered at most a second or so before, never waits for a
 render while the daemon is busy. Each new render is published to the HTTP child process
-(`probes.py`), which serves it without asking the daemon.
+(`child_server.py`), which serves it without asking the daemon.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
 
 from zksched._version import __version__
 from zksched.runtime.status.activity import ActivityLog
@@ -28,9 +26,7 @@ from zksched.runtime.status.page import (
     render_status_page,
 )
 from zksched.runtime.status.rendered import SharedRender
-
-if TYPE_CHECKING:
-    from zksched.runtime.daemon import Daemon
+from zksched.runtime.status.source import StatusSource
 
 PAGE_MAX_AGE = 1.0  # seconds a rendered status page is served again (it refreshes every 5)
 # Up to this old, a page past PAGE_MAX_AGE is still served while a new one is rendered on
@@ -55,18 +51,16 @@ class Probe:
 class DaemonStatus:
     """Health, readiness, metrics and the status snapshot of one daemon, from memory only."""
 
-    def __init__(self, daemon: Daemon) -> None:
-        self._daemon = daemon
-        self.activity = ActivityLog(daemon.clock.now)
+    def __init__(self, source: StatusSource) -> None:
+        self._source = source
+        self.activity = ActivityLog(source.now)
         self.metrics = DaemonMetrics(
-            owned_jobs=lambda: len(daemon.engine.owned_jobs()),
-            members=lambda: len(daemon.cluster.view.table),
-            session_connected=lambda: 1.0 if daemon.cluster.view.connected else 0.0,
-            clock_offset=lambda: clock_offsets(daemon).get(daemon.member.member_id),
+            owned_jobs=source.owned_count,
+            members=lambda: len(source.view.table),
+            session_connected=lambda: 1.0 if source.view.connected else 0.0,
+            clock_offset=source.clock_offset,
         )
-        daemon.engine.observers.append(self._on_fire)
-        daemon.skips.listeners.append(self._on_skip)
-        daemon.engine.catchup_observers.append(self.metrics.on_catchup)
+        source.observe(self._on_fire, self._on_skip, self.metrics.on_catchup)
         # The page reloads itself every few seconds while someone looks at it, which keeps
         # it warm; a scraper comes every 15-60 s, so /metrics is kept warm in between.
         self._page = SharedRender(
@@ -87,7 +81,7 @@ class DaemonStatus:
         }
         # A loop that has not beaten for this long is stuck: every loop wakes at least once a
         # second, and its ZooKeeper calls are bounded by fractions of the session timeout.
-        self.stale_after = max(10.0, 3 * daemon.config.zk.session_timeout)
+        self.stale_after = max(10.0, 3 * source.session_timeout)
 
     def _on_fire(self, event: Mapping[str, object]) -> None:
         self.metrics.on_fire(event)
@@ -98,15 +92,10 @@ class DaemonStatus:
         self.activity.on_skip(job, reason, count)
 
     def health(self) -> Probe:
-        d = self._daemon
+        d = self._source
         if d.stopping:
             return Probe(False, "stopping")
-        now_mono, now_clock = time.monotonic(), d.clock.now()
-        ages = {
-            "cluster coordinator": now_mono - d.cluster.heartbeat,
-            "job table watcher": now_mono - d.jobs.heartbeat,
-            "fire timer": now_clock - d.engine.heartbeat,  # the timer beats on d.clock
-        }
+        ages = d.heartbeats()
         stale = [
             f"{name} last beat {age:.0f}s ago" if age < 86_400 else f"{name} never ran"
             for name, age in ages.items()
@@ -117,15 +106,15 @@ class DaemonStatus:
         return Probe(True, "ok")
 
     def readiness(self) -> Probe:
-        d = self._daemon
-        view = d.cluster.view
+        d = self._source
+        view = d.view
         if d.stopping:
             return Probe(False, "stopping")
         if not view.connected:
             return Probe(False, "not connected to ZooKeeper")
         if not view.active:
             return Probe(False, "not in the member table yet")
-        if d.jobs.snapshot.generation < 0:
+        if d.job_table().generation < 0:
             return Probe(False, "job table not read yet")
         return Probe(True, "ok")
 
@@ -144,7 +133,7 @@ class DaemonStatus:
 
     def publish_to(self, bodies: PublishedBodies) -> None:
         """Hand every new page and exposition to the HTTP child process, which serves them
-        for as long as they may be served here (`probes.py`)."""
+        for as long as they may be served here (`child_server.py`)."""
         for name, (shared, ctype) in self._published.items():
             shared.on_rendered = partial(_publish, bodies, name, ctype, shared.stale_max)
 
@@ -158,44 +147,37 @@ class DaemonStatus:
         return render_status_page(self.snapshot()).encode()
 
     def snapshot(self) -> StatusSnapshot:
-        d = self._daemon
-        view = d.cluster.view
+        d = self._source
+        view = d.view
         table = view.table
-        entries = d.jobs.snapshot.entries
-        now = d.clock.now()
-        now_dt = d.clock.now_dt()
+        snapshot = d.job_table()
+        entries = snapshot.entries
+        now = d.now()
+        now_dt = d.now_dt()
         last = self.activity.last_results()
         if len(last) > len(entries):
             self.activity.forget_jobs_except(set(entries))
         jobs = job_rows(entries, table, now_dt, last)
-        members = member_rows(table, jobs, view.member_id, clock_offsets(d))
+        offset = d.clock_offset()
+        offsets = {} if offset is None else {d.member_id: offset}
+        members = member_rows(table, jobs, view.member_id, offsets)
         fires, skips = self.activity.recent()
         ready, health = self.readiness(), self.health()
         return StatusSnapshot(
-            client_id=d.config.client_id,
+            client_id=d.client_id,
             member_id=view.member_id,
             version=__version__,
             generated_at=now,
             connected=view.connected,
             ready_problem=None if ready.ok else ready.reason,
             health_problem=None if health.ok else health.reason,
-            table_generation=d.jobs.snapshot.generation,
+            table_generation=snapshot.generation,
             members=members,
             jobs=jobs,
             skips=skips,
             fires=fires,
             skip_totals=self.activity.skip_totals(),
         )
-
-
-def clock_offsets(daemon: Daemon) -> dict[str, float]:
-    """Clock offsets from ZooKeeper's clock in seconds, by member id, as far as this daemon
-    knows them without asking ZooKeeper: its own probe's last reading. (Other members publish
-    theirs in ZooKeeper; `zksched members` and `zksched status` read them.)"""
-    reading = daemon.clock_probe.last
-    if reading is None:
-        return {}
-    return {daemon.member.member_id: reading.offset_ms / 1000}
 
 
 def _publish(
