@@ -107,6 +107,7 @@ class DaemonProcess:
     session_timeout: float = SESSION_TIMEOUT
     extra_args: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)  # added to this process's
+    entry: tuple[str, ...] = ("-m", "zksched")  # e.g. a test hook's (tools/die_after_claim.py)
     _daemon: daemonproc.DaemonProcess | None = None
 
     def start(self) -> DaemonProcess:
@@ -120,6 +121,7 @@ class DaemonProcess:
             labels=self.labels,
             run_args=self.extra_args,  # a --http here wins over the default ""
             env={**os.environ, **self.env},
+            entry=self.entry,
         ).start()
         return self
 

@@ -2,7 +2,7 @@
 
 Two every-second jobs, one `delivery = "at-least-once"`, one at-most-once (the default). A
 survivor member stays up; round after round a member that owns both jobs joins, claims one
-instant of each and is SIGKILLed at once (`ZKSCHED_TEST_DIE_AFTER_CLAIM`, before any
+instant of each and is SIGKILLed at once (`tools/die_after_claim.py`, before any
 command starts). At-least-once: every instant runs, each killed claim is run again by the
 next owner once the dead member's session is gone (same fire key, a later attempt, a
 larger fencing token), and history keeps the abandoned attempt. At-most-once: the killed
@@ -81,7 +81,7 @@ def test_owners_killed_right_after_their_claims_lose_nothing_at_least_once(
         member = killer_id(round_)
         killer = daemons(
             extra_args=["--member-id", member],
-            env={"ZKSCHED_TEST_DIE_AFTER_CLAIM": ",".join(JOBS)},
+            entry=("-m", "tools.die_after_claim", ",".join(JOBS), "--"),
             session_timeout=1.5,
         )
         wait_until(lambda k=killer: not k.alive, 60, what=f"{member} killed after its claims")

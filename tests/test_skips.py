@@ -4,7 +4,7 @@ import logging
 
 import pytest
 
-from zksched.runtime.fire.skips import SkipLog
+from zksched.runtime.skips import SkipLog
 
 
 def test_skips_are_counted_by_reason_and_job(caplog: pytest.LogCaptureFixture) -> None:

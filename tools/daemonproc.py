@@ -66,11 +66,12 @@ class DaemonProcess:
     labels: Mapping[str, str] = field(default_factory=dict)
     run_args: Sequence[str] = ()  # more `zksched run` options
     env: Mapping[str, str] | None = None  # its whole environment; None: this process's
+    entry: Sequence[str] = ("-m", "zksched")  # what runs the command line (a test hook's)
     process: subprocess.Popen[bytes] | None = None
     _log: EventLog | None = None
 
     def command(self) -> list[str]:
-        args = [sys.executable, "-m", "zksched", "--zk", self.zk, "--client-id", self.client_id]
+        args = [sys.executable, *self.entry, "--zk", self.zk, "--client-id", self.client_id]
         args += ["--log-format", "json", "run", "--session-timeout", str(self.session_timeout)]
         for key, value in self.labels.items():
             args += ["--label", f"{key}={value}"]

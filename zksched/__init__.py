@@ -23,9 +23,10 @@ from zksched._version import __version__
 
 if TYPE_CHECKING:
     from zksched.app.cluster import Cluster, LeaderTerm
-    from zksched.app.coordination import AppClaim
+    from zksched.app.coordination import AppClaim, ClaimStatus, claim_instant
     from zksched.app.definitions import JobDefinitionError
     from zksched.app.registration import ClusterUnavailable, JobConflictError
+    from zksched.core.names import name_problem
     from zksched.runtime.run.functions import Fire
     from zksched.zk.applocks import AppLock, LockNotAcquired
 
@@ -37,6 +38,9 @@ _PUBLIC = {
     "Fire": "zksched.runtime.run.functions",
     "LeaderTerm": "zksched.app.cluster",
     "AppClaim": "zksched.app.coordination",
+    "ClaimStatus": "zksched.app.coordination",
+    "claim_instant": "zksched.app.coordination",
+    "name_problem": "zksched.core.names",
     "AppLock": "zksched.zk.applocks",
     "LockNotAcquired": "zksched.zk.applocks",
 }
@@ -44,6 +48,7 @@ _PUBLIC = {
 __all__ = [
     "AppClaim",
     "AppLock",
+    "ClaimStatus",
     "Cluster",
     "ClusterUnavailable",
     "Fire",
@@ -52,6 +57,8 @@ __all__ = [
     "LeaderTerm",
     "LockNotAcquired",
     "__version__",
+    "claim_instant",
+    "name_problem",
 ]
 
 

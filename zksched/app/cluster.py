@@ -31,7 +31,7 @@ from typing import Any, Literal, TypeVar
 
 from kazoo.protocol.states import KazooState
 
-from zksched.app.coordination import AppClaim, Coordinator, Status
+from zksched.app.coordination import AppClaim, ClaimStatus, Coordinator
 from zksched.app.definitions import JobDefinitionError, function_job_spec
 from zksched.app.registration import (
     register_function_jobs,
@@ -293,7 +293,7 @@ class Cluster:
         how the run ended; `zksched jobs history NAME` shows both when NAME is a job."""
         return self._require_coordinator().claim(name, instant)
 
-    def finish(self, claim: AppClaim, status: Status = "ok", error: str | None = None) -> bool:
+    def finish(self, claim: AppClaim, status: ClaimStatus = "ok", error: str | None = None) -> bool:
         """Record the claimed run's end ("ok", "failed" or "error"); False: not written yet
         (ZooKeeper did not answer), it is retried in the background."""
         return self._require_coordinator().finish(claim, status, error)

@@ -48,7 +48,7 @@ from zksched.zk.paths import ClusterPaths
 
 log = logging.getLogger("zksched.coordination")
 
-Status = Literal["ok", "failed", "error"]
+ClaimStatus = Literal["ok", "failed", "error"]
 STATUSES: tuple[str, ...] = ("ok", "failed", "error")
 MAX_ERROR_CHARS = 2000  # a record stays small; the app's log has the rest
 SETTLE_STEP = 0.5  # seconds between the background settler's rounds
@@ -189,7 +189,7 @@ class Coordinator:
             time.sleep(0.1)
         return None
 
-    def finish(self, claim: AppClaim, status: Status, error: str | None = None) -> bool:
+    def finish(self, claim: AppClaim, status: ClaimStatus, error: str | None = None) -> bool:
         """Write the claim's result (`ok`, `failed` or `error`, with an optional error
         text) into its fire record. True: written; False: ZooKeeper did not answer, and it
         is written in the background once it does (or the record is gone: logged)."""

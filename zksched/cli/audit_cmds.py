@@ -10,7 +10,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from zksched.cli.context import CliContext
 from zksched.cli.errors import EXIT_FAILURE, CliFailure, invalid
-from zksched.cli.main import cli
+from zksched.cli.group import cli
 from zksched.cli.output import echo_json, echo_table, say
 from zksched.core.audit import AuditReport, JobAudit, JobHistory, audit_cluster
 from zksched.core.jobtable import parse_stored

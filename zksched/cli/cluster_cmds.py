@@ -13,7 +13,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from zksched.cli.context import CliContext, check_acls
 from zksched.cli.errors import EXIT_INVALID, CliFailure, invalid
-from zksched.cli.main import cli
+from zksched.cli.group import cli
 from zksched.cli.output import echo_json, echo_table, say
 from zksched.core.config import pattern_problem
 from zksched.core.jobtable import parse_stored

@@ -10,8 +10,8 @@ import click
 
 from zksched.cli.context import CliContext, check_acls
 from zksched.cli.errors import EXIT_INVALID, CliFailure
+from zksched.cli.group import cli
 from zksched.cli.jobview import check_job_name, cluster, entry_of, job_row, zk_errors
-from zksched.cli.main import cli
 from zksched.cli.output import echo_json, echo_table, say
 from zksched.core.jobspec import JobSpecError, load_job_file
 from zksched.core.jobtable import UNREADABLE_KEY, StoredJob, is_function_job, plan_apply

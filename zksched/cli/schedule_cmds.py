@@ -8,7 +8,7 @@ from datetime import datetime
 import click
 
 from zksched.cli.errors import EXIT_INVALID, CliFailure, invalid
-from zksched.cli.main import cli
+from zksched.cli.group import cli
 from zksched.cli.output import say
 from zksched.core.jobspec import MAX_FILE_BYTES, JobSpec, JobSpecError, load_job_file
 from zksched.core.jobspec import parse_job_file as _parse_job_file

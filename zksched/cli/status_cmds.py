@@ -12,8 +12,8 @@ from typing import Any
 import click
 
 from zksched.cli.context import CliContext
+from zksched.cli.group import cli
 from zksched.cli.jobview import cluster, job_row
-from zksched.cli.main import cli
 from zksched.cli.output import echo_json, echo_table, say
 from zksched.zk.clocks import read_clocks
 

@@ -63,9 +63,7 @@ from apscheduler.executors.base import MaxInstancesReachedError, run_job  # type
 from apscheduler.executors.pool import ThreadPoolExecutor  # type: ignore[import-untyped]
 from apscheduler.job import Job  # type: ignore[import-untyped]
 
-from zksched.app.cluster import Cluster
-from zksched.app.coordination import AppClaim, Status, claim_instant
-from zksched.core.names import name_problem
+from zksched import AppClaim, ClaimStatus, Cluster, claim_instant, name_problem
 
 log = logging.getLogger("zksched.integrations.apscheduler")
 
@@ -82,7 +80,7 @@ def current_claim() -> AppClaim | None:
     return claim
 
 
-def run_result(event: JobExecutionEvent) -> tuple[Status, str | None]:
+def run_result(event: JobExecutionEvent) -> tuple[ClaimStatus, str | None]:
     """How an APScheduler run event is recorded: (status, error text)."""
     if event.code == EVENT_JOB_EXECUTED:
         return "ok", None
@@ -263,7 +261,7 @@ class ClusterExecutor(ThreadPoolExecutor):  # type: ignore[misc]
         for claim in by_instant.values():
             self._finish(claim, "error", "APScheduler reported no event for this run time")
 
-    def _finish(self, claim: AppClaim, status: Status, error: str | None) -> None:
+    def _finish(self, claim: AppClaim, status: ClaimStatus, error: str | None) -> None:
         try:
             self.cluster.finish(claim, status, error)
         except Exception:  # never let bookkeeping break APScheduler's callback

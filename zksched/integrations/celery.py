@@ -55,9 +55,7 @@ from celery.beat import ScheduleEntry, Scheduler  # type: ignore[import-untyped]
 from celery.exceptions import ImproperlyConfigured  # type: ignore[import-untyped]
 from celery.schedules import crontab, schedule  # type: ignore[import-untyped]
 
-from zksched.app.cluster import Cluster
-from zksched.app.coordination import AppClaim
-from zksched.core.names import name_problem
+from zksched import AppClaim, Cluster, name_problem
 
 log = logging.getLogger("zksched.integrations.celery")
 

@@ -19,7 +19,6 @@ from zksched.core.owners import Member
 from zksched.runtime.clock import Clock
 from zksched.runtime.fire.engine import FireEngine
 from zksched.runtime.fire.run_actions import FireSettings
-from zksched.runtime.fire.skips import SkipLog
 from zksched.runtime.gcsteward import GcSteward
 from zksched.runtime.membership.clockprobe import ClockProbe
 from zksched.runtime.membership.cluster_membership import ClusterMembership
@@ -28,6 +27,7 @@ from zksched.runtime.membership.view import ClusterView
 from zksched.runtime.run.functions import FunctionRunner, JobFunction
 from zksched.runtime.run.reaper import Reaper
 from zksched.runtime.run.runner import CommandRunner
+from zksched.runtime.skips import SkipLog
 from zksched.runtime.status.daemon_status import DaemonStatus
 from zksched.runtime.status.http import HttpEndpoint
 from zksched.runtime.status.source import CatchupObserver, FireObserver, SkipObserver

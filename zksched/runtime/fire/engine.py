@@ -34,7 +34,6 @@ from zksched.core.owners import command_refusal
 from zksched.runtime.clock import Clock
 from zksched.runtime.fire.attempts import AttemptLog, after_claim
 from zksched.runtime.fire.run_actions import CoreCall, FireSettings, RunActions
-from zksched.runtime.fire.skips import SkipLog
 from zksched.runtime.fire.triggers import TriggerIntake
 from zksched.runtime.fire.tuning import CHORES_INTERVAL, STEPS_PER_TURN
 from zksched.runtime.fire.zk_actions import ZkActions, ZkActionsSettings
@@ -43,6 +42,7 @@ from zksched.runtime.membership.job_watch import JobsSnapshot, Trigger
 from zksched.runtime.membership.view import ClusterView
 from zksched.runtime.run.functions import FunctionRunner
 from zksched.runtime.run.runner import CommandRunner
+from zksched.runtime.skips import SkipLog
 from zksched.zk.paths import ClusterPaths
 
 log = logging.getLogger("zksched.fire")

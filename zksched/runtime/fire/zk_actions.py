@@ -35,7 +35,6 @@ from zksched.core.firekey import FireId, format_utc, parse_utc
 from zksched.core.firerecord import FireRecord
 from zksched.core.jobspec import JobSpec
 from zksched.runtime.clock import Clock
-from zksched.runtime.fire import testhooks
 from zksched.runtime.fire.history import HistoryReads
 from zksched.runtime.fire.leases import LeaseIO
 from zksched.runtime.fire.pruning import HistoryPruner
@@ -216,7 +215,6 @@ class ZkActions:
         )
 
     def _answer_created(self, job: str, instant: datetime, claimed: Claimed) -> None:
-        testhooks.claim_landed(job)
         with self._mutex:
             self._claimed[(job, instant)] = claimed
         self.pruner.note(job, claimed.record.scheduled)
