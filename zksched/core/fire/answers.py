@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from zksched.core.fire import model as m
-from zksched.core.fire.stages import COMMAND_UP, FireStage, LeaseStage, Step
-from zksched.core.fire.state import NEVER, FireInProgress, JobPhase, JobState, raise_illegal
+from zksched.core.fire.stages import COMMAND_UP, FireStage, JobPhase, LeaseStage, Step
+from zksched.core.fire.state import NEVER, FireInProgress, JobState, raise_illegal
 
 
 class AnswerHandling(JobState):

@@ -30,8 +30,8 @@ from zksched.core.fire import model as m
 from zksched.core.fire.answers import AnswerHandling
 from zksched.core.fire.planning import CatchupPlanning
 from zksched.core.fire.retrying import Retrying
-from zksched.core.fire.stages import BEFORE_START, COMMAND_UP, FireStage, LeaseStage, Step
-from zksched.core.fire.state import NEVER, FireInProgress, JobPhase, _utc
+from zksched.core.fire.stages import BEFORE_START, COMMAND_UP, FireStage, JobPhase, LeaseStage, Step
+from zksched.core.fire.state import NEVER, FireInProgress, _utc
 from zksched.core.firekey import fire_key, jitter_of
 from zksched.core.jobspec import JobSpec
 from zksched.core.schedule import ScheduleError
@@ -73,7 +73,7 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
     def delete(self, now: float) -> list[m.Action]:
         self._advance(now)
         self._deactivate(now, drop_lease=False)
-        self.phase = JobPhase.DELETED
+        self._enter(JobPhase.DELETED)
         self._give_back = self.lease is not LeaseStage.FREE
         self._triggers.clear()
         return self._finish(now)
@@ -182,7 +182,7 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
             if self.phase is JobPhase.PLANNING:
                 floor = min(now, self._plan_lower + 1 + self.spec.jitter)
             self.last_active = min([floor] + [instant.timestamp() for instant in left])
-        self.phase = JobPhase.INACTIVE
+        self._enter(JobPhase.INACTIVE)
         self._queue.clear()
         self._reruns.clear()  # found again by the next planning, here or at the next owner
         self._orphans_due = NEVER
@@ -222,7 +222,7 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
             self._plan_waits = False  # every interrupted claim has settled: plan now
             self._plan_retry = now
         if self.phase is JobPhase.PLANNING and self._plan_retry <= now:
-            self.phase = JobPhase.INACTIVE  # plan again, up to now
+            self._enter(JobPhase.INACTIVE)  # plan again, up to now
             self._pending_plan = None  # (its ranges were never answered)
             self._waiting.clear()
             self._activate(now)

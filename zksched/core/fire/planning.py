@@ -6,8 +6,8 @@ from datetime import timedelta
 
 from zksched.core.fire import model as m
 from zksched.core.fire.redelivery import Redelivering
-from zksched.core.fire.stages import FireStage, Step
-from zksched.core.fire.state import NEVER, JobPhase, _latest, _Plan, _utc
+from zksched.core.fire.stages import FireStage, JobPhase, Step
+from zksched.core.fire.state import NEVER, _latest, _Plan, _utc
 from zksched.core.firekey import format_utc
 from zksched.core.schedule.catchup import (
     holes,
@@ -42,16 +42,16 @@ class CatchupPlanning(Redelivering):
         if self._unsettled():
             # a claim from before the lost contact may yet be withdrawn: its instant would
             # then be missed, so the history is read once every such claim has settled
-            self.phase = JobPhase.PLANNING
+            self._enter(JobPhase.PLANNING)
             self._plan_retry = NEVER
             self._plan_waits = True
         elif spec.paused or (
             _latest(spec, self._plan_lower, self._plan_until) is None and not self._at_least_once
         ):
-            self.phase = JobPhase.ACTIVE
+            self._enter(JobPhase.ACTIVE)
             self._orphan_checks_from(now)
         else:
-            self.phase = JobPhase.PLANNING
+            self._enter(JobPhase.PLANNING)
             self._plan_retry = now + self.tunables.answer_deadline
             orphans_since = None
             if self._at_least_once:
@@ -143,7 +143,7 @@ class CatchupPlanning(Redelivering):
         waiting: m.FireKind = "catchup" if spec.catchup == "all" else "scheduled"
         self._queue.extend((instant, waiting) for instant in self._waiting)
         self._waiting.clear()
-        self.phase = JobPhase.ACTIVE
+        self._enter(JobPhase.ACTIVE)
         self._orphan_checks_from(now)
         self._pump(now)
 
@@ -162,7 +162,7 @@ class CatchupPlanning(Redelivering):
                 waited.append(fire.instant.timestamp())
         self.last_active = min([self._gap.timestamp() + self.spec.jitter, *waited])
         self._gap = None
-        self.phase = JobPhase.INACTIVE
+        self._enter(JobPhase.INACTIVE)
         self._queue.clear()
         self._reruns.clear()
         self._activate(now)

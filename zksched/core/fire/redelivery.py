@@ -20,7 +20,8 @@ import bisect
 from datetime import datetime
 
 from zksched.core.fire import model as m
-from zksched.core.fire.state import NEVER, JobPhase, JobState, _utc
+from zksched.core.fire.stages import JobPhase
+from zksched.core.fire.state import NEVER, JobState, _utc
 
 
 class Redelivering(JobState):

@@ -17,8 +17,8 @@ Invariants:
 from __future__ import annotations
 
 from zksched.core.fire import model as m
-from zksched.core.fire.stages import COMMAND_UP, FireStage, LeaseStage, Step
-from zksched.core.fire.state import NEVER, FireInProgress, JobPhase, JobState
+from zksched.core.fire.stages import COMMAND_UP, FireStage, JobPhase, LeaseStage, Step
+from zksched.core.fire.state import NEVER, FireInProgress, JobState
 from zksched.core.retries import RETRYABLE, retry_delay
 
 

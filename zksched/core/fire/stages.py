@@ -128,6 +128,35 @@ def next_stage(stage: FireStage, step: Step) -> FireStage:
         raise IllegalTransition(f"a fire in {stage.value} cannot take {step.value}") from None
 
 
+class JobPhase(enum.Enum):
+    """Where a job stands on this member (each of its fires has a stage of its own)."""
+
+    INACTIVE = "inactive"  # not ours, or not connected: nothing new is claimed
+    PLANNING = "planning"  # ours: its history is read to plan the catch-up
+    ACTIVE = "active"  # ours: its instants are claimed as they come due
+    DELETED = "deleted"  # gone from the job table: fires in flight end, nothing new
+
+
+# Every phase change the machine makes; anything else raises. Deactivation goes through
+# INACTIVE (deleting does too), and a planning given up or a lease gap plans again from it.
+PHASE_MOVES: frozenset[tuple[JobPhase, JobPhase]] = frozenset(
+    {
+        (JobPhase.INACTIVE, JobPhase.PLANNING),  # ours and connected: read the history
+        (JobPhase.INACTIVE, JobPhase.ACTIVE),  # ... or nothing to catch up
+        (JobPhase.INACTIVE, JobPhase.DELETED),
+        (JobPhase.PLANNING, JobPhase.ACTIVE),  # the catch-up is planned
+        (JobPhase.PLANNING, JobPhase.INACTIVE),  # not ours any more, or plan again
+        (JobPhase.ACTIVE, JobPhase.INACTIVE),  # not ours any more, or a gap to plan
+    }
+)
+
+
+def check_phase_move(old: JobPhase, new: JobPhase) -> JobPhase:
+    if old is not new and (old, new) not in PHASE_MOVES:
+        raise IllegalTransition(f"a job cannot go from {old.value} to {new.value}")
+    return new
+
+
 class LeaseStage(enum.Enum):
     """The job's lease (its kazoo Lock) as this member knows it."""
 

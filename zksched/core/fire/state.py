@@ -4,7 +4,6 @@ the small steps they share (`job.py` is the machine; `planning.py` plans catch-u
 
 from __future__ import annotations
 
-import enum
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -17,9 +16,11 @@ from zksched.core.fire.stages import (
     HOLDS_JOB,
     FireStage,
     IllegalTransition,
+    JobPhase,
     LeaseStage,
     Step,
     check_lease_move,
+    check_phase_move,
     next_stage,
 )
 from zksched.core.firekey import fire_key, format_utc
@@ -30,13 +31,6 @@ NEVER = float("inf")
 _UNDER_WAY = BEFORE_START - {FireStage.CLAIMING}
 # a claim not settled yet: from an earlier connection, it holds the next catch-up's planning
 _UNSETTLED = BEFORE_START - {FireStage.LEASING}
-
-
-class JobPhase(enum.Enum):
-    INACTIVE = "inactive"
-    PLANNING = "planning"
-    ACTIVE = "active"
-    DELETED = "deleted"
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +116,7 @@ class JobState:
         self.spec = spec
         self.updated_at = updated_at
         self.tunables = tunables
-        self.phase = JobPhase.INACTIVE
+        self.phase = JobPhase.INACTIVE  # moved only by `_enter` from here on
         self.lease = LeaseStage.FREE
         # lease takes are numbered member-wide (a forgotten machine's take may still answer):
         # `_take` is the newest; TAKING waits for its answer, HELD holds what it got
@@ -296,6 +290,9 @@ class JobState:
 
     def _lease_to(self, stage: LeaseStage) -> None:
         self.lease = check_lease_move(self.lease, stage)
+
+    def _enter(self, phase: JobPhase) -> None:
+        self.phase = check_phase_move(self.phase, phase)
 
     # -- provided by the machine (job.py) and its parts ------------------------------------
 
