@@ -41,8 +41,8 @@ def bench_http(ctx: BenchContext) -> Result:
     """One `zksched run --http` subprocess owns N jobs that all fall due at the same second
     (command /bin/true). One prober process per endpoint requests it in a loop, as
     Prometheus or a load balancer would, before the burst (idle) and from the burst's due
-    time until every fire is counted in /metrics. (Each prober is a process of its own
-    since session 4: as threads of this process their measured latency also held this
+    time until every fire is counted in /metrics. (Each prober is a process of its own:
+    as threads of this process their measured latency also held this
     process's own interpreter lock, e.g. while it parsed a 200 KiB scrape.) Probes come far
     more often than in production (Kubernetes probes every 10 s, Prometheus scrapes every
     15 s) so that a burst of a few seconds yields samples for a p99: /healthz and /readyz

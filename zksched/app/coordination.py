@@ -1,4 +1,4 @@
-"""The coordination API for apps that keep their own timer (issue #21): claims of
+"""The coordination API for apps that keep their own timer: claims of
 (name, instant) with the daemon's fire records, named locks, and the leader election.
 
 `Coordinator.claim` makes the same per-fire record as the daemon's fire path

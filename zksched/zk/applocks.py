@@ -1,4 +1,4 @@
-"""Named locks for apps that keep their own timer (issue #21): kazoo's Lock with guards.
+"""Named locks for apps that keep their own timer: kazoo's Lock with guards.
 
 What each failure means for a holder (decided here, tested in integration/test_coordination.py):
 - SUSPENDED: the session may live on, so the hold goes on (`suspended` is True meanwhile);

@@ -1,4 +1,4 @@
-"""One leader per cluster id, for apps that keep their own timer (issue #21).
+"""One leader per cluster id, for apps that keep their own timer.
 
 Candidates are ephemeral sequential nodes `leader/<nonce>__cand__<seq>`; the lowest live one
 leads. Each candidate watches only its nearest predecessor (a leader's exit wakes one
