@@ -11,7 +11,8 @@ from pathlib import Path
 
 from integration.fires import FireLog, recording_job
 from integration.harness import DaemonProcess, run_cli, wait_until
-from zksched.core.owners import Member, OwnerTable
+from zksched.core.members import Member
+from zksched.core.owners import OwnerTable
 
 Start = Callable[..., DaemonProcess]
 STRICT, LENIENT = "allow-strict", "allow-lenient"

@@ -24,7 +24,8 @@ from integration.harness import DaemonProcess, run_cli, wait_until
 from zksched.core.firekey import fire_key
 from zksched.core.firerecord import FireRecord
 from zksched.core.jobspec import JobSpec
-from zksched.core.owners import Member, OwnerTable
+from zksched.core.members import Member
+from zksched.core.owners import OwnerTable
 from zksched.zk.paths import ClusterPaths
 
 Start = Callable[..., DaemonProcess]

@@ -21,7 +21,7 @@ from integration.harness import DaemonProcess, wait_until
 from tools.faultproxy import BLACKHOLE, PASS, FaultProxy
 from tools.zkserver import ZkServer
 from zksched.app.coordination import Coordinator
-from zksched.core.owners import Member
+from zksched.core.members import Member
 from zksched.runtime.daemon import Daemon, DaemonConfig
 from zksched.runtime.membership.cluster_membership import ClusterMembership
 from zksched.zk.connection import ZkSettings, close_quietly, make_client

@@ -22,7 +22,7 @@ from tools.faultproxy import (
     THROTTLE,
     FaultProxy,
 )
-from zksched.core.owners import Member
+from zksched.core.members import Member
 from zksched.runtime.membership.cluster_membership import ClusterMembership
 from zksched.zk.connection import ZkSettings, close_quietly, connect
 from zksched.zk.membership import MemberReader, MemberRegistration

@@ -198,7 +198,7 @@ def test_a_function_job_in_the_cluster_is_never_replaced_by_a_job_file() -> None
 
 
 def test_an_app_registers_at_most_max_functions() -> None:
-    from zksched.core.owners import MAX_FUNCTIONS
+    from zksched.core.members import MAX_FUNCTIONS
 
     c = cluster()
     for i in range(MAX_FUNCTIONS):

@@ -8,7 +8,7 @@ import zksched.cli.main  # noqa: F401 - jobs_cmds is imported through the CLI (a
 from zksched.cli.jobview import ClusterReader
 from zksched.core.jobspec import JobSpec
 from zksched.core.jobtable import JobEntry
-from zksched.core.owners import Member
+from zksched.core.members import Member
 from zksched.zk.membership import MemberSnapshot
 from zksched.zk.paths import ClusterPaths
 

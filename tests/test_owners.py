@@ -20,16 +20,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from zksched.core.owners import (
-    Member,
-    MemberRecordError,
-    OwnerTable,
-    command_allowed,
-    command_refusal,
-    member_from_record,
-    sequence_of,
-    weight,
-)
+from zksched.core.allowlist import command_allowed, command_refusal
+from zksched.core.members import Member, MemberRecordError, member_from_record, sequence_of
+from zksched.core.owners import OwnerTable, weight
 
 NO_LABELS: Mapping[str, str] = {}
 

@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from zksched.core.jobspec import JobSpec
-from zksched.core.owners import Member, MemberRecordError, OwnerTable, member_from_record
+from zksched.core.members import Member, MemberRecordError, member_from_record
+from zksched.core.owners import OwnerTable
 
 FN = JobSpec("invoice", "0 2 * * *", (), kind="function")
 OLD = JobSpec("invoice", "0 3 * * *", (), kind="function")

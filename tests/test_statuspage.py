@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 
 from zksched.core.jobspec import parse_job_file
 from zksched.core.jobtable import JobEntry
-from zksched.core.owners import Member, OwnerTable
+from zksched.core.members import Member
+from zksched.core.owners import OwnerTable
 from zksched.runtime.status.activity import ActivityLog
 from zksched.runtime.status.address import parse_http_address
 from zksched.runtime.status.page import (

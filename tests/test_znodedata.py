@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from zksched.core.firerecord import FireRecord
 from zksched.core.jobtable import is_function_job, parse_stored
-from zksched.core.owners import MemberRecordError, member_from_record
+from zksched.core.members import MemberRecordError, member_from_record
 from zksched.core.znodedata import (
     ZnodeDataError,
     finite_number,

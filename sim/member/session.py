@@ -16,7 +16,8 @@ from sim.zkmodel import NodeExists, WatchEvent, ZkError, ZkModel
 from zksched.core.fire import model as m
 from zksched.core.fire.member import MemberFireCore
 from zksched.core.jobspec import JobSpec
-from zksched.core.owners import Member, OwnerTable
+from zksched.core.members import Member
+from zksched.core.owners import OwnerTable
 
 
 class MemberSession(MemberBase):

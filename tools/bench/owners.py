@@ -15,8 +15,9 @@ from functools import partial
 
 from tools.bench.registry import BenchContext, Result, at_least, benchmark
 from tools.bench.report import markdown_table, progress
+from zksched.core.members import Member
 from zksched.core.names import is_valid_name
-from zksched.core.owners import Member, OwnerTable
+from zksched.core.owners import OwnerTable
 
 # Shapes of real job names (SPEC.md's name rule allows dots, dashes and underscores), so the
 # hash is measured on the inputs it meets rather than on one uniform pattern. `job-NNNNN`

@@ -37,8 +37,8 @@ from zksched.app.registration import (
     register_function_jobs,
 )
 from zksched.core.jobspec import JobSpec
+from zksched.core.members import MAX_FUNCTIONS
 from zksched.core.names import name_problem, parse_label
-from zksched.core.owners import MAX_FUNCTIONS
 from zksched.runtime.daemon import Daemon, DaemonConfig
 from zksched.runtime.run.functions import JobFunction
 from zksched.zk.applocks import AppLock

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from zksched._version import __version__
-from zksched.core.owners import Member
+from zksched.core.members import Member
 from zksched.runtime.clock import Clock
 from zksched.runtime.fire.engine import FireEngine
 from zksched.runtime.fire.run_actions import FireSettings

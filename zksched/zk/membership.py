@@ -19,7 +19,7 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from zksched.core.owners import Member, MemberRecordError, member_from_record, sequence_of
+from zksched.core.members import Member, MemberRecordError, member_from_record, sequence_of
 from zksched.core.znodedata import load_json
 from zksched.zk.connection import wait
 from zksched.zk.paths import ClusterPaths

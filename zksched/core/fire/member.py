@@ -10,7 +10,7 @@ back looks back far enough.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 from zksched.core.fire import model as m
 from zksched.core.fire.job import JobFireMachine, JobPhase
@@ -56,19 +56,27 @@ class MemberFireCore:
         out += self._align(now)
         return out
 
-    def view_changed(self, session: int | None, owns: Owns, now: float) -> list[m.Action]:
+    def view_changed(
+        self, session: int | None, owns: Owns, now: float, moved: Collection[str] | None = None
+    ) -> list[m.Action]:
         """The cluster view: this member's session (None: not connected) and its share of
         the owner table. While not connected, what it owned stays known (and skips
-        `not-connected`), but nothing is claimed or started."""
+        `not-connected`), but nothing is claimed or started.
+
+        `moved`: the only jobs whose owner can have changed since the last view (the same
+        session, a table derived from the last one); None: any job may have moved."""
         out: list[m.Action] = []
         if self._session is not None and session is not None and session != self._session:
             out += self.session_lost(now)
+            moved = None
+        if session != self._session:
+            moved = None
         self._session = session
         if session is not None:
             self._owns = owns
         for machine in self.jobs.values():
             out += machine.set_session(session, now)
-        out += self._align(now)
+        out += self._align(now) if moved is None else self._align_jobs(moved, now)
         return out
 
     def session_lost(self, now: float) -> list[m.Action]:
@@ -113,25 +121,42 @@ class MemberFireCore:
     def _align(self, now: float) -> list[m.Action]:
         out: list[m.Action] = []
         connected = self._session is not None
-        for name, (spec, updated_at) in self._table.items():
-            machine = self.jobs.get(name)
-            if not connected:
-                continue  # keep what we owned, as we owned it
-            mine = not self._stopping and self._owns(name, spec)
-            if machine is None:
-                if not mine:
-                    continue
-                since = self._last_active.get(name)
-                machine = JobFireMachine(spec, updated_at, self.tunables, since, self._takes)
-                self.jobs[name] = machine
-                out += machine.set_session(self._session, now)
-            if machine.owned != mine:
-                out += machine.set_owned(mine, now)
+        if connected:  # not connected: keep what we owned, as we owned it
+            for name, (spec, updated_at) in self._table.items():
+                out += self._align_job(name, spec, updated_at, now)
         if self._stopping or connected:
             for name, machine in self.jobs.items():
                 if (name not in self._table or self._stopping) and machine.owned:
                     out += machine.set_owned(False, now)
         self._forget()
+        return out
+
+    def _align_jobs(self, names: Collection[str], now: float) -> list[m.Action]:
+        """`_align` for the jobs that moved (a membership change, same session)."""
+        out: list[m.Action] = []
+        for name in names:
+            entry = self._table.get(name)
+            if entry is not None:
+                out += self._align_job(name, entry[0], entry[1], now)
+        self._forget()
+        return out
+
+    def _align_job(
+        self, name: str, spec: JobSpec, updated_at: float, now: float
+    ) -> list[m.Action]:
+        mine = not self._stopping and self._owns(name, spec)
+        machine = self.jobs.get(name)
+        if machine is None:
+            if not mine:
+                return []
+            since = self._last_active.get(name)
+            machine = JobFireMachine(spec, updated_at, self.tunables, since, self._takes)
+            self.jobs[name] = machine
+            out = machine.set_session(self._session, now)
+        else:
+            out = []
+        if machine.owned != mine:
+            out += machine.set_owned(mine, now)
         return out
 
     def _forget(self) -> None:

@@ -26,11 +26,12 @@ from dataclasses import dataclass, field
 
 from kazoo.client import KazooClient
 
+from zksched.core.allowlist import command_refusal
 from zksched.core.fire import model as m
 from zksched.core.fire.member import MemberFireCore
 from zksched.core.firekey import fire_key, parse_utc
 from zksched.core.jobspec import JobSpec
-from zksched.core.owners import command_refusal
+from zksched.core.owners import OwnerTable
 from zksched.runtime.clock import Clock
 from zksched.runtime.fire.attempts import AttemptLog, after_claim
 from zksched.runtime.fire.run_actions import CoreCall, FireSettings, RunActions
@@ -103,6 +104,7 @@ class FireEngine:
         self._owned_dirty = False
         self._refused: set[tuple[str, str]] = set()
         self._view: ClusterView | None = None
+        self._owners = OwnerTable()  # this thread's owner table (update_view)
         self._background = ThreadPoolExecutor(2, thread_name_prefix="zksched-background")
         self._intake = TriggerIntake(
             take_trigger,
@@ -148,15 +150,26 @@ class FireEngine:
     def update_view(self, view: ClusterView) -> None:
         session = view.session_id if view.connected else None
 
-        def owns(name: str, spec: JobSpec) -> bool:
-            return view.owns_job(name, spec)
-
         def step(now: float) -> list[m.Action]:
             self._owned_dirty = True
+            # This thread's own owner table, derived from the last one: only the jobs a
+            # membership change moved are looked at again (None: any may have moved).
+            previous, table = self._owners, self._owners.with_members(view.table.members)
+            moved = table.moved if table.derived_from == previous.generation else None
+            if table is previous:
+                moved = frozenset()
+            if self._view is None or self._view.active != view.active:
+                moved = None
+            self._owners = table
+            active, me = view.active, view.member_id
+
+            def owns(name: str, spec: JobSpec) -> bool:
+                return active and table.job_owner(name, spec) == me
+
             self._view = view if session is not None else None
             if self._view is not None:
-                self._note_refused(view)
-            return self.core.view_changed(session, owns, now)
+                self._note_refused(view, moved)
+            return self.core.view_changed(session, owns, now, moved)
 
         self._post(step)
 
@@ -366,21 +379,25 @@ class FireEngine:
                 case m.Warn(job, event, text):
                     log.warning("%s: %s", job, text, extra={"event": event, "job": job})
 
-    def _note_refused(self, view: ClusterView) -> None:
+    def _note_refused(self, view: ClusterView, moved: frozenset[str] | None = None) -> None:
         """Report once per job and command a job ours by labels that our command allow-list
-        refuses (the owner table gave it to the next eligible member)."""
-        if self._settings.allowed_commands is None:
+        refuses (the owner table gave it to the next eligible member). `moved`: only these
+        jobs can have changed hands since the last look."""
+        if self._settings.allowed_commands is None or not view.active:
             return
-        for name, spec in self._table.items():
+        table, me = self._owners, view.member_id
+        names = self._table.keys() if moved is None else moved & self._table.keys()
+        for name in names:
+            spec = self._table[name]
             if spec.kind == "function":
                 continue  # a daemon never runs those (an allow-list has nothing to say)
             program = spec.command[0]
             if (name, program) in self._refused:
                 continue
-            if not view.owns_job(name, spec) and view.owns(name, spec.labels):
+            runner = table.job_owner(name, spec)
+            if runner != me and table.owner(name, spec.labels) == me:
                 self._refused.add((name, program))
                 why = command_refusal(self._settings.allowed_commands, program, spec.env)
-                runner = view.table.job_owner(name, spec)
                 self._skips.skip(
                     name,
                     "command-not-allowed",

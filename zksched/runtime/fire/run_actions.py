@@ -17,10 +17,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Literal
 
+from zksched.core.allowlist import command_refusal
 from zksched.core.fire import model as m
 from zksched.core.firekey import FireId, fire_key, jitter_of
 from zksched.core.jobspec import JobSpec
-from zksched.core.owners import command_refusal
 from zksched.runtime.fire.tuning import PROGRAM_LOOKUP_TTL, STARTERS, STARTS_SETTLE
 from zksched.runtime.run.functions import Fire, FunctionRun, FunctionRunner
 from zksched.runtime.run.runner import (

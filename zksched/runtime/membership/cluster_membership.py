@@ -37,7 +37,8 @@ from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState, KeeperState
 
-from zksched.core.owners import Member, OwnerTable
+from zksched.core.members import Member
+from zksched.core.owners import OwnerTable
 from zksched.runtime.membership.view import ClusterView
 from zksched.zk.connection import abandon_connection, ensure_paths
 from zksched.zk.handler import last_reply, session_timeout_of

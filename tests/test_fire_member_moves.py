@@ -1,0 +1,78 @@
+"""A member's fire core told only the jobs a membership change moved (`view_changed(...,
+moved)`) does what it does when it looks at every job; and the job phase's table of moves."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from fire_shell import SESSION, T0, spec
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from zksched.core.fire import model as m
+from zksched.core.fire.member import MemberFireCore
+from zksched.core.fire.stages import (
+    PHASE_MOVES,
+    IllegalTransition,
+    JobPhase,
+    check_phase_move,
+)
+from zksched.core.jobspec import JobSpec
+
+JOBS = [f"job-{i}" for i in range(12)]
+TABLE: dict[str, tuple[JobSpec, float]] = {
+    name: (spec(name=name, overlap="allow" if i % 2 else "skip"), T0 - 3600)
+    for i, name in enumerate(JOBS)
+}
+
+
+def core_owning(owned: set[str]) -> tuple[MemberFireCore, list[m.Action]]:
+    core = MemberFireCore()
+    out = core.table_changed(TABLE, T0)
+    out += core.view_changed(SESSION, lambda name, _spec: name in owned, T0)
+    return core, out
+
+
+def real(actions: list[m.Action]) -> list[m.Action]:
+    return sorted((a for a in actions if not isinstance(a, m.SetTimer)), key=repr)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sets(st.sampled_from(JOBS)), st.sets(st.sampled_from(JOBS)), st.floats(0, 5))
+def test_moved_jobs_alone_give_what_a_look_at_every_job_gives(
+    before: set[str], after: set[str], later: float
+) -> None:
+    everything, _ = core_owning(before)
+    delta, _ = core_owning(before)
+    now = T0 + later
+    owns_after = lambda name, _spec: name in after  # noqa: E731
+    full = everything.view_changed(SESSION, owns_after, now)
+    moved = before ^ after  # exactly the jobs whose owner changed, as OwnerTable says
+    some = delta.view_changed(SESSION, owns_after, now, frozenset(moved))
+    assert real(some) == real(full)
+    assert delta.owned() == everything.owned() == sorted(after)
+
+
+def test_a_new_session_looks_at_every_job_whatever_moved() -> None:
+    core, _ = core_owning({"job-1"})
+    out = core.view_changed(
+        SESSION + 1, lambda name, _spec: name in {"job-1", "job-2"}, T0, frozenset()
+    )
+    assert core.owned() == ["job-1", "job-2"]
+    assert any(
+        isinstance(a, m.TakeLease | m.Claim | m.ReadHistory) and a.job == "job-2" for a in out
+    )
+
+
+@pytest.mark.parametrize(("old", "new"), list(itertools.product(JobPhase, JobPhase)))
+def test_phase_moves(old: JobPhase, new: JobPhase) -> None:
+    if old is new or (old, new) in PHASE_MOVES:
+        assert check_phase_move(old, new) is new
+    else:
+        with pytest.raises(IllegalTransition):
+            check_phase_move(old, new)
+
+
+def test_deleted_is_final() -> None:
+    assert not any(old is JobPhase.DELETED for old, _ in PHASE_MOVES)

@@ -1,0 +1,170 @@
+"""A table derived from the last one (`OwnerTable.with_members`) is the table built from
+scratch, byte for byte, after any joins, leaves and changed member records; and its `moved`
+names exactly the jobs whose owner changed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from unittest import mock
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from zksched.core.members import Member
+from zksched.core.owners import OwnerTable
+
+IDS = [f"host{i}-{100 + i}" for i in range(12)]
+LABELS = [{}, {"role": "db"}, {"role": "web"}, {"zone": "a"}, {"role": "db", "zone": "a"}]
+PROGRAMS = ["/usr/bin/true", "/opt/backup/run", "relative/x", "/usr/bin/../../tmp/x"]
+ALLOW_LISTS = [None, None, ("/usr/bin/*",), ("/opt/*", "/usr/bin/true")]
+FUNCTIONS = ["fa", "fb", "fc"]
+HASHES = ["0123456789abcdef", "fedcba9876543210"]
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """One question a member asks of the table (as `job_owner`, `owner` or `is_owner` do)."""
+
+    job: str
+    labels: tuple[tuple[str, str], ...]
+    program: str | None
+    env: tuple[str, ...]
+    function: tuple[str, str] | None
+    apps_only: bool
+
+    def ask(self, table: OwnerTable) -> str | None:
+        return table.owner(
+            self.job, dict(self.labels), self.program, self.env, self.function, self.apps_only
+        )
+
+
+members = st.builds(
+    lambda i, labels, allow, functions, seq: Member(
+        IDS[i],
+        labels=LABELS[labels],
+        znode=f"{IDS[i]}.{seq:010d}",
+        allowed_commands=ALLOW_LISTS[allow] if functions is None else None,
+        functions=functions,
+    ),
+    st.integers(0, len(IDS) - 1),
+    st.integers(0, len(LABELS) - 1),
+    st.integers(0, len(ALLOW_LISTS) - 1),
+    st.none() | st.dictionaries(st.sampled_from(FUNCTIONS), st.sampled_from(HASHES), max_size=3),
+    st.integers(0, 50),
+)
+
+
+def lookup(i: int, labels: int, kind: int, program: int, env: bool, fn: int, h: int) -> Lookup:
+    job = f"job-{i}"
+    if kind == 0:  # by labels alone
+        return Lookup(job, tuple(LABELS[labels].items()), None, (), None, False)
+    if kind == 1:  # a command job
+        return Lookup(
+            job,
+            tuple(LABELS[labels].items()),
+            PROGRAMS[program],
+            ("LD_PRELOAD",) if env else (),
+            None,
+            False,
+        )
+    if kind == 2:  # a function job
+        name = FUNCTIONS[fn]
+        return Lookup(name, tuple(LABELS[labels].items()), None, (), (name, HASHES[h]), False)
+    return Lookup(
+        job, tuple(LABELS[labels].items()), None, (), None, True
+    )  # is_owner of a name, apps only
+
+
+lookups = st.builds(
+    lookup,
+    st.integers(0, 40),
+    st.integers(0, len(LABELS) - 1),
+    st.integers(0, 3),
+    st.integers(0, len(PROGRAMS) - 1),
+    st.booleans(),
+    st.integers(0, len(FUNCTIONS) - 1),
+    st.integers(0, len(HASHES) - 1),
+)
+# a change: members that join (or come back with another record), ids that leave
+changes = st.tuples(st.lists(members, max_size=3), st.sets(st.sampled_from(IDS), max_size=3))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(members, max_size=8),
+    st.lists(lookups, min_size=1, max_size=40),
+    st.lists(changes, min_size=1, max_size=6),
+)
+def test_a_derived_table_is_the_table_built_from_scratch(
+    start: list[Member], asked: list[Lookup], steps: list[tuple[list[Member], set[str]]]
+) -> None:
+    derive_and_compare(start, asked, steps)
+
+
+class FewWeights:
+    """A hash with three values: exact ties everywhere (the larger member id must win)."""
+
+    @staticmethod
+    def hash128(data: bytes, seed: int, x64arch: bool, signed: bool) -> int:
+        return sum(data) % 3
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(members, max_size=8),
+    st.lists(lookups, min_size=1, max_size=40),
+    st.lists(changes, min_size=1, max_size=6),
+)
+def test_ties_go_the_same_way_in_a_derived_table(
+    start: list[Member], asked: list[Lookup], steps: list[tuple[list[Member], set[str]]]
+) -> None:
+    with mock.patch("zksched.core.owners.mmh3", FewWeights):
+        derive_and_compare(start, asked, steps)
+
+
+def derive_and_compare(
+    start: list[Member], asked: list[Lookup], steps: list[tuple[list[Member], set[str]]]
+) -> None:
+    current = list(start)
+    table = OwnerTable(current)
+    before = {q: q.ask(table) for q in asked}  # every member asks for every job it knows
+    for joining, leaving in steps:
+        current = [m for m in current if m.member_id not in leaving] + joining
+        derived = table.with_members(current)
+        fresh = OwnerTable(current)
+        after = {q: q.ask(fresh) for q in asked}
+        assert {q: q.ask(derived) for q in asked} == after
+        assert derived == fresh
+        if derived is table:
+            assert after == before
+        elif derived.moved is not None:
+            assert derived.derived_from == table.generation
+            assert derived.moved == {q.job for q in asked if after[q] != before[q]}
+        table, before = derived, after
+
+
+def test_a_join_moves_only_what_the_newcomer_wins() -> None:
+    old = OwnerTable(Member(i, znode=f"{i}.{n:010d}") for n, i in enumerate(IDS[:10]))
+    jobs = [f"job-{n}" for n in range(3_000)]
+    owners = {job: old.owner(job) for job in jobs}
+    newcomer = Member(IDS[10], znode=f"{IDS[10]}.0000000099")
+    new = old.with_members([*old.members, newcomer])
+    assert new.moved == {job for job in jobs if new.owner(job) != owners[job]}
+    assert {new.owner(job) for job in new.moved} == {newcomer.member_id}
+    assert 3_000 / 11 * 0.7 < len(new.moved) < 3_000 / 11 * 1.3  # about jobs / members
+
+
+def test_a_leave_moves_only_the_leavers_jobs() -> None:
+    old = OwnerTable(Member(i, znode=f"{i}.{n:010d}") for n, i in enumerate(IDS[:10]))
+    jobs = [f"job-{n}" for n in range(3_000)]
+    owners = {job: old.owner(job) for job in jobs}
+    leaver = IDS[3]
+    new = old.with_members([m for m in old.members if m.member_id != leaver])
+    assert new.moved == {job for job, owner in owners.items() if owner == leaver}
+    assert all(new.owner(job) != leaver for job in jobs)
+
+
+def test_the_same_members_give_the_same_table() -> None:
+    members = [Member(i, znode=f"{i}.{n:010d}") for n, i in enumerate(IDS[:3])]
+    table = OwnerTable(members)
+    assert table.with_members(reversed(members)) is table
