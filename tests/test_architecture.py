@@ -125,6 +125,40 @@ def test_sub_packages_of_one_rank_stay_apart() -> None:
     assert crossing == []
 
 
+SUB_PACKAGES = [f"zksched.runtime.{name}" for name in ("membership", "fire", "run", "status")]
+
+
+def public_names(package: str) -> set[str]:
+    """The names a runtime sub-package's `__init__` gives the others (its `__all__`)."""
+    tree = ast.parse(MODULES[package].read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
+            return {ast.literal_eval(e) for e in node.value.elts}  # type: ignore[attr-defined]
+    raise AssertionError(f"{package}/__init__.py has no __all__")
+
+
+def test_runtime_sub_packages_are_used_through_their_init() -> None:
+    """Outside a runtime sub-package, zksched imports only what its `__init__` names."""
+    wrong = []
+    for module, path in MODULES.items():
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom) or node.module is None:
+                continue
+            for package in SUB_PACKAGES:
+                if module == package or module.startswith(package + "."):
+                    continue
+                if node.module.startswith(package + "."):
+                    wrong.append(f"{module}:{node.lineno} reaches into {node.module}")
+                elif node.module == package:
+                    extra = {a.name for a in node.names} - public_names(package)
+                    if extra:
+                        wrong.append(f"{module}:{node.lineno} takes {sorted(extra)}")
+    assert wrong == []
+
+
 def test_the_package_never_imports_the_lab() -> None:
     lab = [
         f"{module}:{line} imports {target}"

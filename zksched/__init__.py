@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from zksched.app.definitions import JobDefinitionError
     from zksched.app.registration import ClusterUnavailable, JobConflictError
     from zksched.core.names import name_problem
-    from zksched.runtime.run.functions import Fire
+    from zksched.runtime.run import Fire
     from zksched.zk.applocks import AppLock, LockNotAcquired
 
 _PUBLIC = {

@@ -40,7 +40,7 @@ from zksched.core.jobspec import JobSpec
 from zksched.core.members import MAX_FUNCTIONS
 from zksched.core.names import name_problem, parse_label
 from zksched.runtime.daemon import Daemon, DaemonConfig
-from zksched.runtime.run.functions import JobFunction
+from zksched.runtime.run import JobFunction
 from zksched.zk.applocks import AppLock
 from zksched.zk.connection import ZkSettings
 from zksched.zk.election import LeaderElection

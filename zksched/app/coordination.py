@@ -39,8 +39,8 @@ from kazoo.protocol.states import KazooState
 
 from zksched.core.firekey import fire_key, format_utc
 from zksched.core.firerecord import FireRecord
+from zksched.core.pruning import PRUNE_MIN_AGE, prune_victims
 from zksched.runtime.clock import Clock
-from zksched.runtime.fire.pruning import PRUNE_MIN_AGE, prune_victims
 from zksched.zk.applocks import AppLock, LostCallback
 from zksched.zk.claims import AlreadyClaimed, ClaimConflict, Claimed, FireClaims
 from zksched.zk.election import LeaderElection

@@ -20,7 +20,7 @@ from zksched.core.jobtable import parse_stored
 from zksched.core.names import name_problem, parse_label
 from zksched.core.owners import OwnerTable
 from zksched.runtime.logs import setup_logging
-from zksched.runtime.status.address import DEFAULT_HTTP
+from zksched.runtime.status import DEFAULT_HTTP
 from zksched.zk.clocks import ClockReading, read_clocks
 from zksched.zk.jobstore import ConcurrentChange, CorruptTable, JobStore
 from zksched.zk.membership import MemberReader, MemberSnapshot
@@ -107,7 +107,7 @@ def run(
     """Run the daemon: join the cluster, keep the owner table, fire owned jobs."""
     # the daemon's modules are imported here: every other command starts faster without them
     from zksched.runtime.daemon import Daemon, DaemonConfig, default_member_id
-    from zksched.runtime.status.address import HttpUnavailable, parse_http_address
+    from zksched.runtime.status import HttpUnavailable, parse_http_address
 
     settings = ctx.with_session_timeout(session_timeout)
     member_labels = _labels(labels)

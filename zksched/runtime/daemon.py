@@ -17,20 +17,24 @@ from typing import Literal
 from zksched._version import __version__
 from zksched.core.members import Member
 from zksched.runtime.clock import Clock
-from zksched.runtime.fire.engine import FireEngine
-from zksched.runtime.fire.run_actions import FireSettings
+from zksched.runtime.fire import FireEngine, FireSettings
 from zksched.runtime.gcsteward import GcSteward
-from zksched.runtime.membership.clockprobe import ClockProbe
-from zksched.runtime.membership.cluster_membership import ClusterMembership
-from zksched.runtime.membership.job_watch import JobsSnapshot, JobTableWatcher
-from zksched.runtime.membership.view import ClusterView
-from zksched.runtime.run.functions import FunctionRunner, JobFunction
-from zksched.runtime.run.reaper import Reaper
-from zksched.runtime.run.runner import CommandRunner
+from zksched.runtime.membership import (
+    ClockProbe,
+    ClusterMembership,
+    ClusterView,
+    JobsSnapshot,
+    JobTableWatcher,
+)
+from zksched.runtime.run import CommandRunner, FunctionRunner, JobFunction, Reaper
 from zksched.runtime.skips import SkipLog
-from zksched.runtime.status.daemon_status import DaemonStatus
-from zksched.runtime.status.http import HttpEndpoint
-from zksched.runtime.status.source import CatchupObserver, FireObserver, SkipObserver
+from zksched.runtime.status import (
+    CatchupObserver,
+    DaemonStatus,
+    FireObserver,
+    HttpEndpoint,
+    SkipObserver,
+)
 from zksched.zk.connection import ZkSettings, close_quietly, make_client
 from zksched.zk.handler import session_timeout_of
 from zksched.zk.paths import ClusterPaths

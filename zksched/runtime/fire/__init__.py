@@ -1,3 +1,13 @@
 """The fire shell: the thread that runs the fire core (`FireEngine`) and carries out its
 actions: ZooKeeper work (`ZkActions`: claims, leases, history, results, skip records) and
-runs (`RunActions`: starts and stops through `zksched.runtime.run`)."""
+runs (`RunActions`: starts and stops through `zksched.runtime.run`). Other packages use the
+names below, nothing else."""
+
+
+from zksched.runtime.fire.engine import FireEngine
+from zksched.runtime.fire.run_actions import FireSettings
+
+__all__ = [
+    "FireEngine",
+    "FireSettings",
+]

@@ -12,7 +12,7 @@ from typing import Any
 from zksched.core.firekey import FireId
 from zksched.core.firerecord import FireRecord
 from zksched.runtime.clock import iso_ms
-from zksched.runtime.run.request import RunResult
+from zksched.runtime.run import RunResult
 
 
 def result_fields(result: RunResult) -> dict[str, Any]:

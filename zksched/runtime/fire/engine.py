@@ -38,11 +38,8 @@ from zksched.runtime.fire.run_actions import CoreCall, FireSettings, RunActions
 from zksched.runtime.fire.triggers import TriggerIntake
 from zksched.runtime.fire.tuning import CHORES_INTERVAL, STEPS_PER_TURN
 from zksched.runtime.fire.zk_actions import ZkActions, ZkActionsSettings
-from zksched.runtime.membership.cluster_membership import ClusterMembership
-from zksched.runtime.membership.job_watch import JobsSnapshot, Trigger
-from zksched.runtime.membership.view import ClusterView
-from zksched.runtime.run.functions import FunctionRunner
-from zksched.runtime.run.runner import CommandRunner
+from zksched.runtime.membership import ClusterMembership, ClusterView, JobsSnapshot, Trigger
+from zksched.runtime.run import CommandRunner, FunctionRunner
 from zksched.runtime.skips import SkipLog
 from zksched.zk.paths import ClusterPaths
 

@@ -21,29 +21,13 @@ from datetime import UTC, datetime
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
-from zksched.core.fire.model import FUTURE_MARGIN
 from zksched.core.firekey import format_utc
 from zksched.core.jobspec import JobSpec
+from zksched.core.pruning import PRUNE_MIN_AGE, PRUNE_SLACK, prune_victims
 from zksched.runtime.clock import Clock
 from zksched.zk.claims import FireClaims
 
 log = logging.getLogger(__name__)
-
-PRUNE_MIN_AGE = 60.0
-PRUNE_SLACK = 5
-
-
-def prune_victims(instants: list[str], keep: int, now: float, min_age: float) -> list[str]:
-    """Which of a job's records (sorted instants) pruning deletes: all but the `keep`
-    newest, of those older than `min_age` seconds. Records from the future are no history:
-    they never take a kept record's place, and are not deleted here either. Empty unless
-    more than PRUNE_SLACK would go (pruning goes in batches)."""
-    latest = format_utc(datetime.fromtimestamp(now + FUTURE_MARGIN, UTC))
-    present = [i for i in instants if i <= latest]
-    young = format_utc(datetime.fromtimestamp(now - min_age, UTC))
-    victims = [i for i in present[: max(0, len(present) - keep)] if i < young]
-    return victims if len(victims) > PRUNE_SLACK else []
-
 
 class HistoryPruner:
     def __init__(

@@ -22,9 +22,11 @@ from zksched.core.fire import model as m
 from zksched.core.firekey import FireId, fire_key, jitter_of
 from zksched.core.jobspec import JobSpec
 from zksched.runtime.fire.tuning import PROGRAM_LOOKUP_TTL, STARTERS, STARTS_SETTLE
-from zksched.runtime.run.functions import Fire, FunctionRun, FunctionRunner
-from zksched.runtime.run.runner import (
+from zksched.runtime.run import (
     CommandRunner,
+    Fire,
+    FunctionRun,
+    FunctionRunner,
     ProgramLookup,
     RunningCommand,
     RunRequest,

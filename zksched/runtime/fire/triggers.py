@@ -8,7 +8,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-from zksched.runtime.membership.job_watch import Trigger
+from zksched.runtime.membership import Trigger
 
 
 class TriggerIntake:

@@ -1,3 +1,19 @@
 """What this member knows of the cluster: its membership and session (`ClusterMembership`),
 the owner table it publishes as a `ClusterView`, the job table it watches
-(`JobTableWatcher`), and its clock's offset from ZooKeeper's (`ClockProbe`)."""
+(`JobTableWatcher`, `JobsSnapshot`, pending `Trigger`s), and its clock's offset from
+ZooKeeper's (`ClockProbe`). Other packages use the names below, nothing else of it."""
+
+
+from zksched.runtime.membership.clockprobe import ClockProbe
+from zksched.runtime.membership.cluster_membership import ClusterMembership
+from zksched.runtime.membership.job_watch import JobsSnapshot, JobTableWatcher, Trigger
+from zksched.runtime.membership.view import ClusterView
+
+__all__ = [
+    "ClockProbe",
+    "ClusterMembership",
+    "ClusterView",
+    "JobTableWatcher",
+    "JobsSnapshot",
+    "Trigger",
+]

@@ -10,8 +10,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Protocol
 
-from zksched.runtime.membership.job_watch import JobsSnapshot
-from zksched.runtime.membership.view import ClusterView
+from zksched.runtime.membership import ClusterView, JobsSnapshot
 
 FireObserver = Callable[[Mapping[str, object]], None]  # a fire's start or result, as logged
 SkipObserver = Callable[[str, str, int], None]  # job, reason, count
