@@ -76,6 +76,16 @@ class FaultEvent:
     graceful: bool
 
 
+def last_firers(fires: list[SeenFire], at: float) -> dict[str, str]:
+    """The member that fired each job last in the two seconds up to `at` (epoch seconds):
+    its owner then, provided the job has fired since its owner last changed."""
+    last: dict[str, str] = {}
+    for fire in sorted(fires, key=lambda f: f.started):
+        if at - 2.0 <= fire.started <= at:
+            last[fire.job] = fire.member_id
+    return last
+
+
 def failover_time(event: FaultEvent, fires: list[SeenFire]) -> float | None:
     """How late, after the fault, the victim's jobs ran again elsewhere (the worst job).
 
@@ -85,11 +95,8 @@ def failover_time(event: FaultEvent, fires: list[SeenFire]) -> float | None:
     would otherwise add up to a second of waiting for its next instant to any handover.
     None when the victim was firing nothing.
     """
-    last: dict[str, SeenFire] = {}
-    for fire in sorted(fires, key=lambda f: f.started):
-        if event.at - 2.0 <= fire.started <= event.at:
-            last[fire.job] = fire
-    victim_jobs = {job for job, fire in last.items() if fire.member_id == event.member_id}
+    last = last_firers(fires, event.at)
+    victim_jobs = {job for job, member_id in last.items() if member_id == event.member_id}
     if not victim_jobs:
         return None
     worst = 0.0

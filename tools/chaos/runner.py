@@ -17,19 +17,24 @@ from zksched.core.schedule import Schedule
 
 
 def _warm_up(cluster: ChaosCluster, names: list[str], every_second: bool) -> None:
-    """Until every member has loaded the job table and (fast jobs) every job has fired."""
+    """Until every member has loaded the job table and sees every member, and (fast jobs)
+    every job has fired at an instant due after that, by its owner in the settled table."""
 
     def loaded() -> bool:
         return all(
-            any(e.get("jobs") == len(names) for e in m.events("jobs")) for m in cluster.members
+            any(e.get("jobs") == len(names) for e in m.events("jobs"))
+            and m.members_seen() == len(cluster.members)
+            for m in cluster.members
         )
 
-    until(loaded, 120, "every member to load the job table")
+    until(loaded, 120, "every member to load the job table and see every member")
     if every_second:
+        # Fires of earlier instants may be by a member that has handed the job on since (the
+        # first to start owns everything for a moment); the victims are picked by who fired last.
         since = time.time()
 
         def all_fired() -> bool:
-            return {f.job for f in read_fires(cluster.fire_log) if f.started > since} >= set(names)
+            return {f.job for f in read_fires(cluster.fire_log) if f.instant > since} >= set(names)
 
         until(all_fired, 30, "every job to fire once")
 

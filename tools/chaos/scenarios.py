@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tools.chaos.evidence import FaultEvent, read_fires
+from tools.chaos.evidence import FaultEvent, last_firers, read_fires
 from tools.chaos.lab import ChaosCluster, ChaosMember, until
 from tools.faultproxy import BLACKHOLE, DELAY, PASS
 
@@ -29,17 +29,15 @@ class ScenarioContext:
         return self.cluster.session_timeout
 
     def pick_victim(self) -> ChaosMember:
-        """A random member among those that fired something in the last two seconds (with a
-        few jobs a member may own none, and faulting it would show nothing); waits up to
-        10 s for one (a busy machine can be slow to start the first fires)."""
+        """A random member among those that fired some job last in the last two seconds,
+        the rule the verdict finds a victim's jobs by (with a few jobs a member may own none,
+        and faulting it would show nothing; one that merely fired something may have handed
+        it on since, as a member does while others join); waits up to 10 s for one (a busy
+        machine can be slow to start the first fires)."""
         deadline = time.monotonic() + 10.0
         while True:
-            recent = {
-                f.member_id
-                for f in read_fires(self.cluster.fire_log)
-                if f.started > time.time() - 2
-            }
-            busy = [m for m in self.cluster.members if m.member_id in recent]
+            owners = set(last_firers(read_fires(self.cluster.fire_log), time.time()).values())
+            busy = [m for m in self.cluster.members if m.member_id in owners]
             if busy or time.monotonic() >= deadline:
                 return self.rng.choice(busy or self.cluster.members)
             time.sleep(0.2)
