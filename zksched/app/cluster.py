@@ -31,12 +31,12 @@ from typing import Any, Literal, TypeVar
 
 from kazoo.protocol.states import KazooState
 
+from zksched.app import arguments
 from zksched.app.definitions import JobDefinitionError, function_job_spec
 from zksched.app.registration import (
     register_function_jobs,
 )
 from zksched.core.jobspec import JobSpec
-from zksched.core.names import name_problem, parse_label
 from zksched.core.owners import MAX_FUNCTIONS
 from zksched.runtime.coordination import AppClaim, Coordinator, Status
 from zksched.runtime.daemon import Daemon, DaemonConfig
@@ -86,22 +86,32 @@ class Cluster:
         http: str | None = None,
     ) -> None:
         """`http`: HOST:PORT to serve /metrics, /healthz, /readyz and the status page on
-        (a small child process, as `zksched run --http` does); None: no port."""
+        (a small child process, as `zksched run --http` does); None: no port. A bad
+        argument raises ValueError naming it, the value given and what is accepted
+        (zksched/app/arguments.py); nothing is connected before start()."""
+        zk = arguments.check_zk(zk)
+        client_id = arguments.check_name("client_id", client_id, "client id")
+        labels = arguments.check_labels(labels)
+        if member_id is not None:
+            member_id = arguments.check_name("member_id", member_id, "member id")
+        concurrency = arguments.check_concurrency(concurrency)
+        session_timeout = arguments.check_number(
+            "session_timeout",
+            session_timeout,
+            arguments.SESSION_TIMEOUT_RANGE,
+            "the session timeout",
+            "10",
+        )
+        auth = arguments.check_auth(auth)
+        replace = arguments.check_bool("replace", replace)
+        stop_grace = arguments.check_number(
+            "stop_grace", stop_grace, arguments.STOP_GRACE_RANGE, "stop_grace", "30"
+        )
+        on_session_loss = arguments.check_session_loss(on_session_loss)
+        http = arguments.check_http(http)
         self._settings = ZkSettings(hosts=zk, session_timeout=session_timeout, auth=auth)
         self._settings.validate()
-        problem = name_problem(client_id, "client id")
-        if problem is not None:
-            raise ValueError(problem)
-        labels = dict(labels or {})
-        for key, value in labels.items():
-            parse_label(f"{key}={value}")  # ValueError naming the bad label
-        if not 1 <= concurrency <= 4096:
-            raise ValueError(f"concurrency must be 1 to 4096, got {concurrency}")
         self.client_id = client_id
-        if member_id is not None:
-            problem = name_problem(member_id, "member id")
-            if problem is not None:
-                raise ValueError(problem)
         self._given_member_id = member_id
         self.member_id = member_id or ""  # set by start(): in the process that runs it
         self._config = DaemonConfig(
