@@ -158,6 +158,22 @@ def test_a_missing_cluster_id_is_a_configuration_error(monkeypatch: pytest.Monke
         ClusterScheduler(app)
 
 
+def test_an_unreachable_zookeeper_stops_beat_naming_its_config_keys_not_jobs() -> None:
+    """It said "... to register jobs", although beat registers none."""
+    from zksched import ClusterUnavailable
+    from zksched.devtools.zkserver import free_port
+
+    app = Celery("t4", broker="memory://", set_as_current=False)
+    hosts = f"127.0.0.1:{free_port()}"
+    app.conf.update(zksched_client_id="c1", zksched_zk=hosts, zksched_connect_timeout=0.5)
+    with pytest.raises(ClusterUnavailable) as caught:
+        ClusterScheduler(app)
+    message = str(caught.value)
+    assert message.startswith(f"ClusterScheduler: cannot reach ZooKeeper at {hosts}")
+    assert "zksched_zk" in message and "zksched_connect_timeout" in message
+    assert "register" not in message
+
+
 class FakeCluster:
     """Claims are won once per (name, instant) across every scheduler sharing one fake."""
 

@@ -151,10 +151,13 @@ def handshake_for(session_timeout: float) -> Handshake:
     return Handshake(first=first, limit=session_timeout, session=session_timeout)
 
 
-def make_client(settings: ZkSettings, *, max_connect_delay: float | None = None) -> KazooClient:
+def make_client(
+    settings: ZkSettings, *, max_connect_delay: float | None = None, logger: Any = None
+) -> KazooClient:
     """A KazooClient that retries connecting forever (the daemon never gives up on ZooKeeper),
     at most `max_connect_delay` seconds apart (default: a sixth of the session, 0.2 s to
     1 s: while the session may still be alive on the server, the next attempt comes soon).
+    `logger`: what kazoo logs this client's events to (default: its "kazoo.client").
 
     Commands are not retried by kazoo itself: callers bound every call with `wait()`.
     """
@@ -162,6 +165,8 @@ def make_client(settings: ZkSettings, *, max_connect_delay: float | None = None)
     if max_connect_delay is None:
         max_connect_delay = min(1.0, max(0.2, settings.session_timeout / 6))
     kwargs: dict[str, Any] = {}
+    if logger is not None:
+        kwargs["logger"] = logger
     credential = settings.credential
     if credential is not None:
         kwargs["auth_data"] = [("digest", f"{credential[0]}:{credential[1]}")]
