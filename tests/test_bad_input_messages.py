@@ -87,3 +87,94 @@ def test_good_arguments_of_every_accepted_type_are_taken() -> None:
         http="",
     )
     assert cluster.client_id == "billing" and not cluster.running
+
+
+# -- the decorator ---------------------------------------------------------------------------
+
+OPTIONS_LIST = (
+    "tz, timeout, jitter, overlap, catchup, catchup_window, retries, retry_backoff, "
+    "delivery, labels, history, paused"
+)
+# (schedule, options, what must be named, what must be said to be accepted)
+DECORATOR_CASES: list[tuple[object, dict[str, Any], str, str]] = [
+    ("* * * *", {}, "schedule: schedule '* * * *' has 4 fields", "expected 5"),
+    (5, {}, "schedule: 5 is not a schedule", 'a cron schedule such as "0 2 * * *"'),
+    (None, {}, "schedule: missing", "at= a time to run once"),
+    ("@daily", {"at": "2030-01-01T00:00:00Z"}, "at: a job has a schedule or an at", "not both"),
+    (None, {"at": "tomorrow"}, "at: 'tomorrow' is not an ISO 8601 time", "2026-12-24T18:00:00"),
+    ("* * * * *", {"timeout": [1]}, "timeout: [1] is not a duration", "a number of seconds"),
+    ("* * * * *", {"timeout": [1]}, "timeout: [1]", "or a timedelta"),
+    ("* * * * *", {"timeout": -5}, "timeout: -5 is not a duration", "zero or more seconds"),
+    ("* * * * *", {"timeout": float("inf")}, "timeout: inf", "zero or more seconds"),
+    ("* * * * *", {"timeout": "5 minutes"}, "invalid duration '5 minutes'", "e.g. 500ms, 30s"),
+    ("* * * * *", {"jitter": True}, "jitter: True is not a duration", "a number of seconds"),
+    ("* * * * *", {"timeuot": "5s"}, "timeuot: not an option of cron()", OPTIONS_LIST),
+    ("* * * * *", {"timeuot": "5s"}, "did you mean 'timeout'?", OPTIONS_LIST),
+    ("* * * * *", {"timezone": "UTC"}, "did you mean 'tz'?", OPTIONS_LIST),
+    ("* * * * *", {"command": ["/bin/true"]}, "command: not an option of a", OPTIONS_LIST),
+    ("* * * * *", {"env": {"A": "b"}}, "env: not an option of a function job", OPTIONS_LIST),
+    ("* * * * *", {"workdir": "/"}, "workdir: not an option", OPTIONS_LIST),
+    ("* * * * *", {"kind": "command"}, "kind: not an option", OPTIONS_LIST),
+    ("* * * * *", {"tz": "Europe/Berln"}, "tz: unknown time zone 'Europe/Berln'", "an IANA name"),
+    ("* * * * *", {"overlap": "never"}, "overlap: overlap must be one of", "skip, allow"),
+    ("* * * * *", {"catchup": "some"}, "catchup: catchup must be one of", "latest, all, none"),
+    ("* * * * *", {"retries": 11}, "retries: retries must be between 0 and 10", "got 11"),
+    ("* * * * *", {"retries": "2"}, "retries: retries must be an integer", "an integer"),
+    ("* * * * *", {"delivery": "once"}, "delivery: delivery must be one of", "at-least-once"),
+    ("* * * * *", {"labels": "role=web"}, "labels: must be a dict", '{"role": "web"}'),
+    ("* * * * *", {"labels": {"a b": "x"}}, "labels: label key 'a b'", "use letters, digits"),
+    ("* * * * *", {"history": 0}, "history: history must be between 1 and 1000", "got 0"),
+    ("* * * * *", {"paused": "no"}, "paused: must be True or False", "not 'no'"),
+    ("* * * * *", {"retries": 1, "retry_backoff": "1ms"}, "retry_backoff", "between 100ms and 1d"),
+    ("* * * * *", {"name": "a b"}, "name: job name 'a b'", "use letters, digits"),
+]
+
+
+def nightly(fire: object) -> None:
+    pass
+
+
+@pytest.mark.parametrize(("schedule", "options", "named", "accepted"), DECORATOR_CASES)
+def test_the_decorator_names_the_job_the_option_and_what_is_accepted(
+    schedule: object, options: dict[str, Any], named: str, accepted: str
+) -> None:
+    """`timeout=[1]` said "must be a duration string such as "30s"" though seconds and
+    timedeltas are accepted; an unknown option listed command, env, workdir and kind as
+    known keys; `timeout=-5` left out the job's name that every other message carries."""
+    app = Cluster(ZK, "billing")
+    options = dict(options)
+    job = options.get("name", "nightly")
+    with pytest.raises(ValueError) as caught:
+        app.cron(schedule, **options)(nightly)  # type: ignore[arg-type]
+    message = str(caught.value)
+    assert f"test_bad_input_messages.nightly (job {job!r})" in message, message
+    assert named in message and accepted in message, message
+    assert message.endswith("; nothing was registered") and app.jobs == {}
+
+
+def test_every_problem_is_said_at_once() -> None:
+    app = Cluster(ZK, "billing")
+    with pytest.raises(ValueError) as caught:
+        app.cron("* * * * *", timeout=[1], colour="blue", overlap="never")(nightly)
+    message = str(caught.value)
+    for option in ("timeout:", "colour:", "overlap:"):
+        assert option in message, message
+
+
+def test_actions_before_start_raise_saying_what_questions_answer() -> None:
+    """is_owner() before start() answered False while claim() and lock() raised: the
+    questions answer False and the actions raise, and the actions' message says both."""
+    from datetime import UTC, datetime
+
+    app = Cluster(ZK, "billing")
+    assert app.is_owner("nightly") is False and app.is_leader() is False
+    assert app.connected is False and app.leader_term() is None
+    for action in (
+        lambda: app.claim("nightly", datetime(2030, 1, 1, tzinfo=UTC)),
+        lambda: app.lock("migrations"),
+        lambda: app.leader(timeout=0).__enter__(),
+    ):
+        with pytest.raises(RuntimeError) as caught:
+            action()
+        message = str(caught.value)
+        assert "call start()" in message and "is_owner(), is_leader() and connected" in message

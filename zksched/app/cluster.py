@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
 
 from kazoo.protocol.states import KazooState
@@ -37,6 +37,7 @@ from zksched.app.registration import (
     register_function_jobs,
 )
 from zksched.core.jobspec import JobSpec
+from zksched.core.oneoff import passed_note
 from zksched.core.owners import MAX_FUNCTIONS
 from zksched.runtime.coordination import AppClaim, Coordinator, Status
 from zksched.runtime.daemon import Daemon, DaemonConfig
@@ -135,27 +136,44 @@ class Cluster:
 
     # -- registering ----------------------------------------------------------------------
 
-    def cron(self, schedule: str, *, name: str | None = None, **options: Any) -> Callable[[F], F]:
-        """Decorate a function to run on `schedule` (cron, or `at` one-off text) once per
-        instant across the cluster. Options as in job files: tz, timeout, jitter, overlap,
-        catchup, catchup_window, retries, retry_backoff, delivery, labels, history, paused
+    def cron(
+        self,
+        schedule: str | None = None,
+        *,
+        at: str | datetime | None = None,
+        name: str | None = None,
+        **options: Any,
+    ) -> Callable[[F], F]:
+        """Decorate a function to run on `schedule` (cron text: 5 or 6 fields, or a macro
+        such as "@daily") once per instant across the cluster, or once, `at` a time (ISO
+        8601 text with an offset, or an aware datetime), exactly as a job file's `schedule`
+        and `at`. Options as in job files: tz, timeout, jitter, overlap, catchup,
+        catchup_window, retries, retry_backoff, delivery, labels, history, paused
         (durations as "90s" text, seconds, or timedeltas). The job is named after the
         function unless `name` is given. Raises JobDefinitionError at once when anything is
-        wrong, naming the function and the option; nothing is registered then."""
+        wrong, naming the function, the job and each option with what it accepts; nothing
+        is registered then. A one-off time that has passed is accepted, as in a job file,
+        and a warning says what becomes of it."""
 
         def register(function: F) -> F:
-            self.add_job(function, schedule, name=name, **options)
+            self.add_job(function, schedule, at=at, name=name, **options)
             return function
 
         return register
 
     def add_job(
-        self, function: JobFunction, schedule: str, *, name: str | None = None, **options: Any
+        self,
+        function: JobFunction,
+        schedule: str | None = None,
+        *,
+        at: str | datetime | None = None,
+        name: str | None = None,
+        **options: Any,
     ) -> JobSpec:
         """`cron` without the decorator; returns the job's spec."""
         if not callable(function):
             raise JobDefinitionError(f"{function!r} is not callable; nothing was registered")
-        spec = function_job_spec(function, name, schedule, options)
+        spec = function_job_spec(function, name, schedule, options, at=at)
         with self._lock:
             if len(self._jobs) >= MAX_FUNCTIONS:
                 raise JobDefinitionError(
@@ -173,6 +191,9 @@ class Cluster:
                     f"{getattr(function, '__qualname__', function)!r}); nothing was registered"
                 )
             self._jobs[spec.name] = (spec, function)
+        note = passed_note(spec, datetime.now(UTC))
+        if note is not None:
+            log.warning("function job %s: at %s", spec.name, note, extra={"job": spec.name})
         return spec
 
     @property
@@ -282,7 +303,8 @@ class Cluster:
         """Whether this member owns `name` now: a job in the table as the owner table gives
         it; any other name by rendezvous over the live app members (labels left out; daemons
         sharing the cluster id never act on such a name). False while not connected or not
-        started."""
+        started: a question, unlike the actions claim(), lock() and leader(), which raise
+        RuntimeError before start()."""
         daemon = self._daemon
         if daemon is None or self._forked():
             return False
@@ -298,7 +320,8 @@ class Cluster:
     def claim(self, name: str, instant: datetime) -> AppClaim | None:
         """The per-fire record of (`name`, `instant`): exactly one caller across the cluster
         gets it (an AppClaim with the fire key and fencing token), every other gets None (as
-        does a caller that cannot reach ZooKeeper: no instant is ever claimed twice). The
+        does a caller that cannot reach ZooKeeper: no instant is ever claimed twice, and one
+        behind the name's pruning horizon, docs/library.md). The
         instant must be timezone-aware; it is taken to the second in UTC. `finish()` records
         how the run ended; `zksched jobs history NAME` shows both when NAME is a job."""
         return self._require_coordinator().claim(name, instant)
@@ -405,4 +428,8 @@ class Cluster:
         return daemon
 
 
-_NOT_STARTED = "the Cluster is not started: call start() (or use `with`)"
+_NOT_STARTED = (
+    "the Cluster is not started: call start() (or use `with`) before claim(), finish(), "
+    "lock() and leader(); until then the questions is_owner(), is_leader() and connected "
+    "answer False, and leader_term() None"
+)

@@ -13,6 +13,7 @@ from zksched.cli.errors import EXIT_INVALID, CliFailure
 from zksched.cli.jobview import check_job_name, cluster, entry_of, job_row, zk_errors
 from zksched.cli.main import cli
 from zksched.cli.output import echo_json, echo_table, say
+from zksched.cli.schedule_cmds import warn_passed
 from zksched.core.jobspec import JobSpecError, load_job_file
 from zksched.core.jobtable import UNREADABLE_KEY, StoredJob, is_function_job, plan_apply
 from zksched.zk.claims import FireClaims
@@ -68,6 +69,7 @@ def apply(ctx: CliContext, file: str, prune: bool, dry_run: bool, as_json: bool)
         raise CliFailure(
             f"{file}: {len(exc.problems)} problem(s); nothing was changed", EXIT_INVALID
         ) from None
+    warn_passed(file, desired)
     with ctx.client() as client, zk_errors():
         check_acls(ctx, client)
         store = JobStore(client, ctx.paths, ctx.connect_timeout)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 
 import click
 
@@ -12,6 +12,7 @@ from zksched.cli.main import cli
 from zksched.cli.output import say
 from zksched.core.jobspec import MAX_FILE_BYTES, JobSpec, JobSpecError, load_job_file
 from zksched.core.jobspec import parse_job_file as _parse_job_file
+from zksched.core.oneoff import passed_note
 from zksched.core.schedule import Schedule, ScheduleError, next_fires
 from zksched.core.zones import load_zone
 
@@ -47,6 +48,17 @@ def check_command(file: str) -> None:
     for name, spec in jobs.items():  # what month-dependent day forms and @at mean
         for line in spec.schedule_obj.explain():
             say(f"  {name}: {line}")
+    warn_passed(source, jobs)
+
+
+def warn_passed(source: str, jobs: dict[str, JobSpec]) -> None:
+    """A warning on stderr for each one-off job whose time has passed (valid: the exit
+    status stays 0; the decorator says the same of a function's `at`)."""
+    now = datetime.now(UTC)
+    for name, spec in jobs.items():
+        note = passed_note(spec, now)
+        if note is not None:
+            say(f"{source}: warning: job {name!r}, field 'at': {note}", err=True)
 
 
 def _parse_after(text: str | None, timezone: str) -> datetime:
