@@ -178,3 +178,6 @@ def test_actions_before_start_raise_saying_what_questions_answer() -> None:
             action()
         message = str(caught.value)
         assert "call start()" in message and "is_owner(), is_leader() and connected" in message
+    app.stop()
+    with pytest.raises(RuntimeError, match=r"the Cluster is stopped: .* make a new one"):
+        app.claim("nightly", datetime(2030, 1, 1, tzinfo=UTC))

@@ -181,6 +181,7 @@ class FakeCluster:
         self.connected = True
         self.taken: set[tuple[str, datetime]] = set()
         self.finished: list[tuple[str, str]] = []
+        self.stopped = False
 
     def claim(self, name: str, instant: datetime) -> AppClaim | None:
         if (name, instant) in self.taken:
@@ -194,7 +195,7 @@ class FakeCluster:
         return True
 
     def stop(self) -> None:
-        pass
+        self.stopped = True
 
 
 def replica(app: Celery, cluster: FakeCluster, sent: list[dict[str, Any]]) -> ClusterScheduler:
@@ -254,3 +255,16 @@ def test_without_zookeeper_nothing_is_sent_and_it_is_logged_once(
         scheduler.apply_entry(scheduler.schedule["hb"])
     assert sent == [] and cluster.taken == set()
     assert len([r for r in caplog.records if "not connected" in r.getMessage()]) == 1
+
+
+def test_beat_s_own_shutdown_stops_the_cluster(app: Celery) -> None:
+    """Beat's SIGTERM and SIGINT handler syncs the schedule, which closes the scheduler: the
+    Cluster stops there, so the other replicas take over at once."""
+    from celery.beat import Service
+
+    cluster = FakeCluster()
+    scheduler = replica(app, cluster, [])
+    service = Service(app)
+    service.__dict__["scheduler"] = scheduler  # beat's cached scheduler
+    service.sync()
+    assert cluster.stopped and scheduler.cluster is None

@@ -20,6 +20,7 @@ import dataclasses
 import itertools
 import logging
 import os
+import signal
 import socket
 import threading
 import time
@@ -27,6 +28,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from types import FrameType
 from typing import Any, Literal, TypeVar
 
 from kazoo.protocol.states import KazooState
@@ -259,6 +261,44 @@ class Cluster:
         if daemon is not None:
             daemon.stop()
 
+    def stop_on_signals(self, *signals: int) -> None:
+        """Stop this Cluster when the process gets one of `signals` (default SIGTERM and
+        SIGINT), then let the signal do what it did before: the handler that was there
+        runs once the stop is done (Python's defaults: SIGTERM ends the process, SIGINT
+        raises KeyboardInterrupt in the main thread). So a deploy's SIGTERM hands this
+        member's jobs and leadership over at once instead of after a session timeout. A
+        second signal during the stop does at once what it did before. The stop runs on a
+        thread of its own (never inside the handler, which may have interrupted the main
+        thread anywhere). Call it from the main thread, where Python runs signal handlers;
+        gunicorn workers install their own handlers after `post_fork`: stop the Cluster in
+        `worker_exit` there."""
+        if threading.current_thread() is not threading.main_thread():
+            raise RuntimeError(
+                "stop_on_signals() must be called from the main thread (Python installs "
+                "signal handlers there only); or call stop() from your own handler"
+            )
+        for signum in signals or (signal.SIGTERM, signal.SIGINT):
+            previous = signal.getsignal(signum)
+            signal.signal(signum, self._stop_on_signal(previous))
+
+    def _stop_on_signal(self, previous: Any) -> Callable[[int, FrameType | None], None]:
+        def handler(signum: int, _frame: FrameType | None) -> None:
+            signal.signal(signum, signal.SIG_DFL if previous is None else previous)
+            log.info("signal %d: stopping (this member's jobs and leadership go at once)", signum)
+            threading.Thread(
+                target=self._stop_then_resend, args=(signum,), name="zksched-signal-stop"
+            ).start()
+
+        return handler
+
+    def _stop_then_resend(self, signum: int) -> None:
+        try:
+            self.stop()
+        except Exception:
+            log.exception("stopping on signal %d failed", signum)
+        finally:
+            os.kill(os.getpid(), signum)  # now handled as before this Cluster's handler
+
     def __enter__(self) -> Cluster:
         self.start()
         return self
@@ -409,23 +449,32 @@ class Cluster:
     def _require_coordinator(self) -> Coordinator:
         coordinator = self._coordinator
         if coordinator is None or self._daemon is None:
-            raise RuntimeError(_NOT_STARTED)
+            raise RuntimeError(self._not_running())
         self._refuse_if_forked()
         return coordinator
 
     def _require_election(self) -> LeaderElection:
         election = self._election
         if election is None:
-            raise RuntimeError(_NOT_STARTED)
+            raise RuntimeError(self._not_running())
         self._refuse_if_forked()
         return election
 
     def _require_daemon(self) -> Daemon:
         daemon = self._daemon
         if daemon is None:
-            raise RuntimeError(_NOT_STARTED)
+            raise RuntimeError(self._not_running())
         self._refuse_if_forked()
         return daemon
+
+    def _not_running(self) -> str:
+        if self._stopped:
+            return (
+                "the Cluster is stopped: claim(), finish(), lock() and leader() need a "
+                "running one (a stopped Cluster cannot start again: make a new one); the "
+                "questions is_owner(), is_leader() and connected answer False"
+            )
+        return _NOT_STARTED
 
 
 _NOT_STARTED = (
