@@ -12,7 +12,7 @@ from zksched.cli.context import CliContext, check_acls
 from zksched.cli.errors import EXIT_INVALID, CliFailure
 from zksched.cli.jobview import check_job_name, cluster, entry_of, job_row, zk_errors
 from zksched.cli.main import cli
-from zksched.cli.output import echo_json, echo_table, say
+from zksched.cli.output import cell, echo_json, echo_table, say
 from zksched.cli.schedule_cmds import warn_passed
 from zksched.core.jobspec import JobSpecError, load_job_file
 from zksched.core.jobtable import UNREADABLE_KEY, StoredJob, is_function_job, plan_apply
@@ -184,8 +184,7 @@ def show(ctx: CliContext, name: str, as_json: bool) -> None:
         echo_json(row)
         return
     for key in sorted(row):
-        value = row[key]
-        say(f"{key + ':':<16} {value if value is not None else '-'}")
+        say(f"{key + ':':<16} {cell(row[key])}")
 
 
 # -- changing one job ------------------------------------------------------------------------
