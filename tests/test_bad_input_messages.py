@@ -181,3 +181,192 @@ def test_actions_before_start_raise_saying_what_questions_answer() -> None:
     app.stop()
     with pytest.raises(RuntimeError, match=r"the Cluster is stopped: .* make a new one"):
         app.claim("nightly", datetime(2030, 1, 1, tzinfo=UTC))
+
+
+# -- the coordination API and the integrations -----------------------------------------------
+
+
+def test_the_coordination_api_names_what_was_wrong() -> None:
+    from datetime import UTC, datetime
+
+    from tests.test_coordination_horizon import coordinator
+    from zksched.core.fires import FireRecord
+    from zksched.runtime.coordination import finished_record
+    from zksched.zk.paths import ClusterPaths
+
+    when = datetime(2030, 1, 1, tzinfo=UTC)
+    app, claims = coordinator(when)
+    running = FireRecord("j", "2030-01-01T00:00:00Z", "m", 1, "n", "running", "x")
+    cases: list[tuple[Any, str, str]] = [
+        (lambda: app.claim("a b", when), "claim name 'a b'", "use letters"),
+        (lambda: app.claim("ok", when.replace(tzinfo=None)), "naive 2030", "datetime.now(UTC)"),
+        (lambda: app.claim("ok", "2030-01-01"), "not str", "must be a datetime"),
+        (lambda: ClusterPaths("c").app_lock("a b"), "lock name 'a b'", "use letters"),
+        (lambda: finished_record(running, "done", None, "x"), "not 'done'", "ok, failed, error"),
+    ]
+    for call, named, accepted in cases:
+        with pytest.raises(ValueError) as caught:
+            call()
+        message = str(caught.value)
+        assert named in message and accepted in message, message
+    assert claims.created == []  # nothing was claimed
+
+
+CELERY_CASES: list[tuple[dict[str, Any], str, str]] = [
+    ({"zksched_client_id": None}, "zksched_client_id", "ZKSCHED_CLIENT_ID"),
+    ({"zksched_client_id": "a b"}, "zksched_client_id", "use letters, digits"),
+    ({"zksched_zk": "a b:1"}, "zksched_zk", "HOST[:PORT]"),
+    ({"zksched_session_timeout": "abc"}, "zksched_session_timeout = 'abc'", "from 1 to 600"),
+    ({"zksched_session_timeout": 0.5}, "zksched_session_timeout = 0.5", "from 1 to 600"),
+    ({"zksched_connect_timeout": 0}, "zksched_connect_timeout = 0", "number of seconds from 0.1"),
+    ({"zksched_connect_timeout": "soon"}, "zksched_connect_timeout = 'soon'", "seconds"),
+]
+
+
+@pytest.mark.parametrize(("conf", "named", "accepted"), CELERY_CASES)
+def test_celery_beat_names_the_config_key_and_what_is_accepted(
+    conf: dict[str, Any], named: str, accepted: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bad key stops beat at startup, before it connects (ZooKeeper is never reached)."""
+    from celery import Celery
+    from celery.exceptions import ImproperlyConfigured
+
+    from zksched.integrations.celery import ClusterScheduler
+
+    monkeypatch.delenv("ZKSCHED_CLIENT_ID", raising=False)
+    monkeypatch.delenv("ZKSCHED_ZK", raising=False)
+    app = Celery("t", broker="memory://", set_as_current=False)
+    app.conf.update({"zksched_client_id": "c1", "zksched_zk": "127.0.0.1:1", **conf})
+    with pytest.raises(ImproperlyConfigured) as caught:
+        ClusterScheduler(app)
+    message = str(caught.value)
+    assert named in message and accepted in message, message
+
+
+def test_celery_beat_names_the_entry_and_what_is_accepted() -> None:
+    from celery import Celery
+    from celery.exceptions import ImproperlyConfigured
+    from celery.schedules import BaseSchedule, schedule
+
+    from zksched.integrations.celery import ClusterScheduler
+
+    app = Celery("t", broker="memory://", set_as_current=False)
+    app.conf.update(
+        zksched_client_id="c1",
+        zksched_zk="127.0.0.1:1",
+        beat_schedule={
+            "a b": {"task": "t", "schedule": 60.0},
+            "custom": {"task": "t", "schedule": BaseSchedule(app=app)},
+            "fast": {"task": "t", "schedule": schedule(0.5, app=app)},
+        },
+    )
+    with pytest.raises(ImproperlyConfigured) as caught:
+        ClusterScheduler(app)
+    message = str(caught.value)
+    assert "beat entry name 'a b'" in message and "use letters, digits" in message
+    assert "beat entry 'custom'" in message and "neither a crontab nor an interval" in message
+    assert "beat entry 'fast': interval 0.5s is under 1 s" in message
+
+
+def test_apscheduler_names_the_job_id_and_what_is_accepted(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from zksched.integrations.apscheduler import ClusterExecutor
+
+    executor = ClusterExecutor(Cluster(ZK, "web"))
+    assert executor.claim_name("a b") is None
+    (said,) = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert "APScheduler job 'a b'" in said and "id of letters, digits" in said
+    assert "add_job(..., id=...)" in said
+
+
+# -- the CLI ---------------------------------------------------------------------------------
+
+# (arguments after `zksched --zk <nowhere>`, what must be named, what must be accepted)
+CLI_CASES: list[tuple[list[str], str, str]] = [
+    (["--zk", "", "members"], "connect string is empty", "HOST[:PORT]"),
+    (["--zk", "h1:99999", "members"], "invalid port 99999", "1 to 65535"),
+    (["--zk", "a b", "members"], "invalid host 'a b'", "HOST[:PORT]"),
+    (["--client-id", "a b", "members"], "client id 'a b'", "use letters, digits"),
+    (["--client-id", "", "members"], "client id must not be empty", "use letters, digits"),
+    (["--auth", "nopass", "members"], "--auth", "USER:PASSWORD"),
+    (["--tls-cert", "/x", "members"], "TLS client certificate and key", "give both or neither"),
+    (["--connect-timeout", "0", "members"], "'--connect-timeout': 0.0", "x>=0.1"),
+    (["--log-level", "loud", "members"], "'--log-level': 'loud'", "'debug', 'info'"),
+    (["run", "--label", "a b=c"], "--label: label key 'a b'", "use letters, digits"),
+    (["run", "--label", "novalue"], "--label: label 'novalue'", "KEY=VALUE"),
+    (["run", "--session-timeout", "0.5"], "--session-timeout: session timeout 0.5s", "1s to 600s"),
+    (["run", "--session-timeout", "ten"], "'--session-timeout': 'ten'", "not a valid float"),
+    (["run", "--member-id", "a/b"], "member id 'a/b'", "use letters, digits"),
+    (["run", "--concurrency", "0"], "'--concurrency': 0", "1<=x<=4096"),
+    (["run", "--on-session-loss", "kill"], "'--on-session-loss': 'kill'", "'terminate'"),
+    (["run", "--stop-grace", "-1"], "'--stop-grace': -1.0", "0<=x<=86400"),
+    (["run", "--allow-command", ""], "--allow-command: ''", "such as '/usr/bin/*'"),
+    (["run", "--allow-command", "backup"], "--allow-command: 'backup'", "full path"),
+    (["run", "--http", "nope"], "--http 'nope'", "HOST:PORT"),
+    (["run", "--http", "1.2.3.4:99999"], "port 99999", "0 to 65535"),
+    (["jobs", "at", "tomorrow", "j", "--", "/bin/true"], "WHEN 'tomorrow'", "+DURATION (+10m)"),
+    (["jobs", "at", "+10x", "j", "--", "/bin/true"], "WHEN '+10x'", "e.g. 500ms, 30s"),
+    (["jobs", "at", "2020-01-01T00:00:00Z", "j", "--", "/bin/true"], "has passed", "a time ahead"),
+    (["jobs", "at", "2030-01-01T00:00:00.5Z", "j", "--", "x"], "a fraction", "whole seconds"),
+    (["jobs", "at", "+10m", "a b", "--", "/bin/true"], "job name 'a b'", "use letters, digits"),
+    (["jobs", "at", "+1m", "j", "--tz", "Mars/X", "--", "x"], "--tz: unknown time zone", "IANA"),
+    (["jobs", "at", "+1m", "j", "--timeout", "5 min", "--", "x"], "--timeout: invalid", "30s"),
+    (["jobs", "at", "+1m", "j", "--catchup-window", "x", "--", "x"], "--catchup-window", "500ms"),
+    (["jobs", "at", "+1m", "j", "--label", "x", "--", "x"], "--label: label 'x'", "KEY=VALUE"),
+    (["next", "* * * *"], "schedule '* * * *' has 4 fields", "expected 5"),
+    (["next", "@daily", "--tz", "Mars/X"], "--tz: unknown time zone 'Mars/X'", "IANA name"),
+    (["next", "@daily", "--after", "yesterday"], "--after 'yesterday'", "ISO 8601 time such as"),
+    (["next", "@daily", "--count", "0"], "'--count' / '-n': 0", "1<=x<=10000"),
+    (["audit", "--since", "yesterday"], "--since 'yesterday'", "ISO 8601 time such as"),
+    (["jobs", "show", "a b"], "job name 'a b'", "use letters, digits"),
+    (["jobs", "history", "a b"], "job name 'a b'", "use letters, digits"),
+    (["jobs", "history", "j", "--limit", "0"], "'--limit': 0", "x>=1"),
+    (["jobs", "pause", "a b"], "job name 'a b'", "use letters, digits"),
+    (["jobs", "resume", "a b"], "job name 'a b'", "use letters, digits"),
+    (["jobs", "delete", "a b"], "job name 'a b'", "use letters, digits"),
+    (["jobs", "trigger", "a b"], "job name 'a b'", "use letters, digits"),
+    (["owners", "a b"], "job name 'a b'", "use letters, digits"),
+    (["members", "--max-offset", "-1"], "'--max-offset': -1.0", "x>=0"),
+]
+
+
+@pytest.mark.parametrize(("args", "named", "accepted"), CLI_CASES)
+def test_the_cli_refuses_bad_input_before_reaching_zookeeper(
+    args: list[str], named: str, accepted: str
+) -> None:
+    """Exit 2 with the reason; a command that had gone on would exit 3 here (nothing
+    answers at the ZooKeeper given), so nothing was read or changed."""
+    from click.testing import CliRunner
+
+    from zksched.cli.main import cli
+    from zksched.devtools.zkserver import free_port
+
+    nowhere = ["--zk", f"127.0.0.1:{free_port()}", "--connect-timeout", "0.5"]
+    result = CliRunner().invoke(cli, [*nowhere, *args], catch_exceptions=False)  # last --zk wins
+    said = result.output
+    assert result.exit_code == 2, said
+    assert "Traceback" not in said
+    assert named in said and accepted in said, said
+
+
+def test_a_job_file_names_the_job_the_field_and_what_is_accepted(tmp_path: Any) -> None:
+    """`zksched check` and `jobs apply` share the decorator's validator; a few of its words
+    as a job file gets them, with the line."""
+    from click.testing import CliRunner
+
+    from zksched.cli.main import cli
+
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text(
+        '[jobs.nightly]\nschedule = "0 2 * * *"\ncommand = ["/bin/true"]\n'
+        'timeout = "1 hour"\nretries = 11\ncolour = "blue"\n'
+    )
+    for command in (["check"], ["--zk", "127.0.0.1:1", "jobs", "apply"]):
+        result = CliRunner().invoke(cli, [*command, str(jobs)])
+        said = result.output
+        assert result.exit_code == 2, said
+        assert "job 'nightly', field 'timeout': invalid duration '1 hour'" in said
+        assert "e.g. 500ms, 30s" in said
+        assert "field 'retries': retries must be between 0 and 10, got 11" in said
+        assert "field 'colour': unknown key" in said and "known keys: schedule, command" in said

@@ -163,6 +163,7 @@ def list_jobs(ctx: CliContext, as_json: bool, show_all: bool) -> None:
 @click.pass_obj
 def show(ctx: CliContext, name: str, as_json: bool) -> None:
     """One job: its definition, owner, next fires and last result."""
+    check_job_name(name)  # before ZooKeeper: a bad name is bad input, reachable or not
     with cluster(ctx) as c:
         entry = entry_of(c, name)
         last = c.claims.newest([name]).get(name)
@@ -249,6 +250,7 @@ def delete(ctx: CliContext, name: str) -> None:
 @click.pass_obj
 def trigger(ctx: CliContext, name: str) -> None:
     """Run NAME once now, on its owner."""
+    check_job_name(name)
     with cluster(ctx) as c:
         entry = entry_of(c, name)
         if entry.spec is None:

@@ -14,7 +14,7 @@ from zksched.core.jobspec import MAX_FILE_BYTES, JobSpec, JobSpecError, load_job
 from zksched.core.jobspec import parse_job_file as _parse_job_file
 from zksched.core.oneoff import passed_note
 from zksched.core.schedule import Schedule, ScheduleError, next_fires
-from zksched.core.zones import load_zone
+from zksched.core.zones import ZONE_HINT, UnknownZoneError, load_zone
 
 
 def _load(file: str) -> tuple[str, dict[str, JobSpec]]:
@@ -111,6 +111,10 @@ def next_command(
     follow the DST rules of docs/schedules.md.
     """
     expression = " ".join(cron)
+    try:
+        load_zone(timezone)
+    except UnknownZoneError as exc:
+        raise invalid(f"--tz: {exc} ({ZONE_HINT})") from None
     try:
         schedule = Schedule.parse(expression, timezone)
     except ScheduleError as exc:

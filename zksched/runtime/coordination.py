@@ -43,6 +43,7 @@ from kazoo.protocol.states import KazooState
 
 from zksched.core.firekey import fire_key, format_utc
 from zksched.core.fires import FireRecord
+from zksched.core.names import name_problem
 from zksched.runtime.clock import Clock
 from zksched.runtime.pruning import PRUNE_MIN_AGE, behind_history, prune_victims
 from zksched.zk.applocks import AppLock, LostCallback
@@ -137,8 +138,11 @@ class Coordinator:
         """Claim (name, instant) for this member: an AppClaim for exactly one caller in the
         cluster, None for everyone else (taken already, behind the pruning horizon, or not
         decided: logged). ValueError for a bad name or a naive instant."""
+        problem = name_problem(name, "claim name")
+        if problem is not None:
+            raise ValueError(problem)
         when = claim_instant(instant)
-        key = fire_key(name, when)  # ValueError for a bad name
+        key = fire_key(name, when)
         if self._client.state != KazooState.CONNECTED or not self._client.client_id:
             log.info("not claiming %s: not connected to ZooKeeper", key)
             return None
