@@ -86,11 +86,14 @@ def post_fork(server: Any, worker: Any) -> None:
 
 
 def worker_exit(server: Any, worker: Any) -> None:
-    """Stop the timer first (nothing new is claimed), let runs under way end and record their
-    results, then leave the cluster."""
+    """gunicorn calls this when a worker exits gracefully (its SIGTERM handling; gunicorn's
+    own signal handlers replace any installed in post_fork). Stop the timer first (nothing
+    new is claimed), let runs under way end and record their results, then leave the
+    cluster: the ClusterExecutor's shutdown stops the Cluster, so the other workers take
+    this one's run times and leadership at once."""
     if scheduler is not None:
         scheduler.shutdown(wait=True)
-    if cluster is not None:
+    elif cluster is not None:
         cluster.stop()
 
 

@@ -9,8 +9,8 @@ instant runs in one of them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
-import signal
 import sys
 import threading
 
@@ -35,9 +35,12 @@ async def refresh(fire: Fire) -> None:
 
 
 if __name__ == "__main__":
-    stop = threading.Event()
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    with cluster:
-        print(f"member {cluster.member_id}; Ctrl-C to stop", flush=True)
-        stop.wait()
+    # SIGTERM (a deploy, systemd, Kubernetes) and Ctrl-C stop the Cluster first, so the other
+    # processes take its jobs and leadership at once (not after the session timeout); then
+    # the signal does what it does anyway: SIGTERM ends the process, Ctrl-C raises
+    # KeyboardInterrupt. Your own handler may call cluster.stop() instead (docs/library.md).
+    cluster.stop_on_signals()
+    cluster.start()
+    print(f"member {cluster.member_id}; Ctrl-C to stop", flush=True)
+    with contextlib.suppress(KeyboardInterrupt):
+        threading.Event().wait()  # the app's own work would go here

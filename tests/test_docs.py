@@ -15,6 +15,7 @@ HEADING = re.compile(r"^#+\s+(.*)$", re.M)
 # history lives in CHANGELOG.md and git: the references say what holds now
 DIARY = re.compile(r"\b[Ss]essions? \d+\b")
 CODE_DIRS = ("zksched", "tools", "sim", "scripts")
+CONFLICT = re.compile(r"^(<{7}|={7}|>{7})( |$)")
 
 
 def anchor(heading: str) -> str:
@@ -43,6 +44,12 @@ def test_links_lead_to_files_of_this_repository(doc: Path) -> None:
         elif fragment and path.suffix == ".md" and fragment not in anchors(path):
             broken.append(f"{target}: no such heading")
     assert broken == []
+
+
+@pytest.mark.parametrize("doc", [*DOCS, ROOT / "CHANGELOG.md"], ids=lambda p: p.name)
+def test_no_merge_conflict_is_left(doc: Path) -> None:
+    marks = [n for n, line in enumerate(doc.read_text().splitlines(), 1) if CONFLICT.match(line)]
+    assert marks == []
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)

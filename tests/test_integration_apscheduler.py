@@ -26,6 +26,7 @@ class FakeCluster:
         self.asked: list[tuple[str, datetime]] = []
         self.finished: list[tuple[str, str, str | None]] = []
         self.done = threading.Event()
+        self.stopped = False
 
     def claim(self, name: str, instant: datetime) -> AppClaim | None:
         when = claim_instant(instant)
@@ -40,6 +41,9 @@ class FakeCluster:
         self.finished.append((claim.key, status, error))
         self.done.set()
         return True
+
+    def stop(self) -> None:
+        self.stopped = True
 
 
 @pytest.fixture
@@ -176,3 +180,24 @@ def test_a_job_at_max_instances_is_refused_before_any_claim(cluster: FakeCluster
     assert cluster.asked == [("slow", t0)]  # the second run time is left to other processes
     release.set()
     wait_finished(cluster, 1)
+
+
+def test_the_scheduler_s_shutdown_stops_the_cluster_after_the_runs(cluster: FakeCluster) -> None:
+    """A worker's graceful exit (`scheduler.shutdown()`) left the Cluster running: its run
+    times and leadership waited for the session to expire unless the app stopped it too."""
+    scheduler, executor = started(cluster)
+    release = threading.Event()
+    job = scheduler.add_job(release.wait, "date", run_date=now(), args=[5], id="slow")
+    executor.submit_job(job, [now()])
+    shutting = threading.Thread(target=schedulers.pop().shutdown, kwargs={"wait": True})
+    shutting.start()
+    shutting.join(0.3)
+    assert shutting.is_alive() and not cluster.stopped  # the run is still under way
+    release.set()
+    shutting.join(5)
+    assert cluster.stopped and [s for _, s, _ in cluster.finished] == ["ok"]
+
+    kept = FakeCluster()
+    scheduler, _ = started(kept, stop_cluster=False)
+    schedulers.pop().shutdown(wait=True)
+    assert not kept.stopped

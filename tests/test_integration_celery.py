@@ -158,6 +158,22 @@ def test_a_missing_cluster_id_is_a_configuration_error(monkeypatch: pytest.Monke
         ClusterScheduler(app)
 
 
+def test_an_unreachable_zookeeper_stops_beat_naming_its_config_keys_not_jobs() -> None:
+    """It said "... to register jobs", although beat registers none."""
+    from tools.zkserver import free_port
+    from zksched import ClusterUnavailable
+
+    app = Celery("t4", broker="memory://", set_as_current=False)
+    hosts = f"127.0.0.1:{free_port()}"
+    app.conf.update(zksched_client_id="c1", zksched_zk=hosts, zksched_connect_timeout=0.5)
+    with pytest.raises(ClusterUnavailable) as caught:
+        ClusterScheduler(app)
+    message = str(caught.value)
+    assert message.startswith(f"ClusterScheduler: cannot reach ZooKeeper at {hosts}")
+    assert "zksched_zk" in message and "zksched_connect_timeout" in message
+    assert "register" not in message
+
+
 class FakeCluster:
     """Claims are won once per (name, instant) across every scheduler sharing one fake."""
 
@@ -165,6 +181,7 @@ class FakeCluster:
         self.connected = True
         self.taken: set[tuple[str, datetime]] = set()
         self.finished: list[tuple[str, str]] = []
+        self.stopped = False
 
     def claim(self, name: str, instant: datetime) -> AppClaim | None:
         if (name, instant) in self.taken:
@@ -178,7 +195,7 @@ class FakeCluster:
         return True
 
     def stop(self) -> None:
-        pass
+        self.stopped = True
 
 
 def replica(app: Celery, cluster: FakeCluster, sent: list[dict[str, Any]]) -> ClusterScheduler:
@@ -238,3 +255,16 @@ def test_without_zookeeper_nothing_is_sent_and_it_is_logged_once(
         scheduler.apply_entry(scheduler.schedule["hb"])
     assert sent == [] and cluster.taken == set()
     assert len([r for r in caplog.records if "not connected" in r.getMessage()]) == 1
+
+
+def test_beat_s_own_shutdown_stops_the_cluster(app: Celery) -> None:
+    """Beat's SIGTERM and SIGINT handler syncs the schedule, which closes the scheduler: the
+    Cluster stops there, so the other replicas take over at once."""
+    from celery.beat import Service
+
+    cluster = FakeCluster()
+    scheduler = replica(app, cluster, [])
+    service = Service(app)
+    service.__dict__["scheduler"] = scheduler  # beat's cached scheduler
+    service.sync()
+    assert cluster.stopped and scheduler.cluster is None

@@ -22,9 +22,10 @@ from typing import TYPE_CHECKING, Any
 from zksched._version import __version__
 
 if TYPE_CHECKING:
-    from zksched.app.cluster import Cluster, LeaderTerm
+    from zksched.app.cluster import Cluster
     from zksched.app.coordination import AppClaim, ClaimStatus, claim_instant
     from zksched.app.definitions import JobDefinitionError
+    from zksched.app.leadership import LeaderTerm
     from zksched.app.registration import ClusterUnavailable, JobConflictError
     from zksched.core.names import name_problem
     from zksched.runtime.run import Fire
@@ -36,7 +37,7 @@ _PUBLIC = {
     "JobConflictError": "zksched.app.registration",
     "JobDefinitionError": "zksched.app.definitions",
     "Fire": "zksched.runtime.run.functions",
-    "LeaderTerm": "zksched.app.cluster",
+    "LeaderTerm": "zksched.app.leadership",
     "AppClaim": "zksched.app.coordination",
     "ClaimStatus": "zksched.app.coordination",
     "claim_instant": "zksched.app.coordination",

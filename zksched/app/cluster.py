@@ -20,25 +20,28 @@ import dataclasses
 import itertools
 import logging
 import os
+import signal
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
 
 from kazoo.protocol.states import KazooState
 
+from zksched.app import arguments
 from zksched.app.coordination import AppClaim, ClaimStatus, Coordinator
 from zksched.app.definitions import JobDefinitionError, function_job_spec
+from zksched.app.leadership import LeaderTerm, lead, tell_changes
 from zksched.app.registration import (
     register_function_jobs,
 )
+from zksched.app.signals import stop_on_signals
 from zksched.core.jobspec import JobSpec
+from zksched.core.jobspec.passed import passed_note
 from zksched.core.members import MAX_FUNCTIONS
-from zksched.core.names import name_problem, parse_label
 from zksched.runtime.daemon import Daemon, DaemonConfig
 from zksched.runtime.run import JobFunction
 from zksched.zk.applocks import AppLock
@@ -57,14 +60,6 @@ def _process_member_id() -> str:
     """`<host>-<pid>` like a daemon's, with `-<n>` for a second Cluster in one process."""
     n = next(_started_here)
     return f"{socket.gethostname()}-{os.getpid()}" + ("" if n == 1 else f"-{n}")
-
-
-@dataclass(frozen=True)
-class LeaderTerm:
-    """One term of this member's leadership (`Cluster.leader()`)."""
-
-    token: int  # the term's fencing token: larger than every earlier term's
-    lost: threading.Event  # set once leadership is lost (stop work, do not write)
 
 
 class Cluster:
@@ -86,22 +81,32 @@ class Cluster:
         http: str | None = None,
     ) -> None:
         """`http`: HOST:PORT to serve /metrics, /healthz, /readyz and the status page on
-        (a small child process, as `zksched run --http` does); None: no port."""
+        (a small child process, as `zksched run --http` does); None: no port. A bad
+        argument raises ValueError naming it, the value given and what is accepted
+        (zksched/app/arguments.py); nothing is connected before start()."""
+        zk = arguments.check_zk(zk)
+        client_id = arguments.check_name("client_id", client_id, "client id")
+        labels = arguments.check_labels(labels)
+        if member_id is not None:
+            member_id = arguments.check_name("member_id", member_id, "member id")
+        concurrency = arguments.check_concurrency(concurrency)
+        session_timeout = arguments.check_number(
+            "session_timeout",
+            session_timeout,
+            arguments.SESSION_TIMEOUT_RANGE,
+            "the session timeout",
+            "10",
+        )
+        auth = arguments.check_auth(auth)
+        replace = arguments.check_bool("replace", replace)
+        stop_grace = arguments.check_number(
+            "stop_grace", stop_grace, arguments.STOP_GRACE_RANGE, "stop_grace", "30"
+        )
+        on_session_loss = arguments.check_session_loss(on_session_loss)
+        http = arguments.check_http(http)
         self._settings = ZkSettings(hosts=zk, session_timeout=session_timeout, auth=auth)
         self._settings.validate()
-        problem = name_problem(client_id, "client id")
-        if problem is not None:
-            raise ValueError(problem)
-        labels = dict(labels or {})
-        for key, value in labels.items():
-            parse_label(f"{key}={value}")  # ValueError naming the bad label
-        if not 1 <= concurrency <= 4096:
-            raise ValueError(f"concurrency must be 1 to 4096, got {concurrency}")
         self.client_id = client_id
-        if member_id is not None:
-            problem = name_problem(member_id, "member id")
-            if problem is not None:
-                raise ValueError(problem)
         self._given_member_id = member_id
         self.member_id = member_id or ""  # set by start(): in the process that runs it
         self._config = DaemonConfig(
@@ -125,27 +130,44 @@ class Cluster:
 
     # -- registering ----------------------------------------------------------------------
 
-    def cron(self, schedule: str, *, name: str | None = None, **options: Any) -> Callable[[F], F]:
-        """Decorate a function to run on `schedule` (cron, or `at` one-off text) once per
-        instant across the cluster. Options as in job files: tz, timeout, jitter, overlap,
-        catchup, catchup_window, retries, retry_backoff, delivery, labels, history, paused
+    def cron(
+        self,
+        schedule: str | None = None,
+        *,
+        at: str | datetime | None = None,
+        name: str | None = None,
+        **options: Any,
+    ) -> Callable[[F], F]:
+        """Decorate a function to run on `schedule` (cron text: 5 or 6 fields, or a macro
+        such as "@daily") once per instant across the cluster, or once, `at` a time (ISO
+        8601 text with an offset, or an aware datetime), exactly as a job file's `schedule`
+        and `at`. Options as in job files: tz, timeout, jitter, overlap, catchup,
+        catchup_window, retries, retry_backoff, delivery, labels, history, paused
         (durations as "90s" text, seconds, or timedeltas). The job is named after the
         function unless `name` is given. Raises JobDefinitionError at once when anything is
-        wrong, naming the function and the option; nothing is registered then."""
+        wrong, naming the function, the job and each option with what it accepts; nothing
+        is registered then. A one-off time that has passed is accepted, as in a job file,
+        and a warning says what becomes of it."""
 
         def register(function: F) -> F:
-            self.add_job(function, schedule, name=name, **options)
+            self.add_job(function, schedule, at=at, name=name, **options)
             return function
 
         return register
 
     def add_job(
-        self, function: JobFunction, schedule: str, *, name: str | None = None, **options: Any
+        self,
+        function: JobFunction,
+        schedule: str | None = None,
+        *,
+        at: str | datetime | None = None,
+        name: str | None = None,
+        **options: Any,
     ) -> JobSpec:
         """`cron` without the decorator; returns the job's spec."""
         if not callable(function):
             raise JobDefinitionError(f"{function!r} is not callable; nothing was registered")
-        spec = function_job_spec(function, name, schedule, options)
+        spec = function_job_spec(function, name, schedule, options, at=at)
         with self._lock:
             if len(self._jobs) >= MAX_FUNCTIONS:
                 raise JobDefinitionError(
@@ -163,6 +185,9 @@ class Cluster:
                     f"{getattr(function, '__qualname__', function)!r}); nothing was registered"
                 )
             self._jobs[spec.name] = (spec, function)
+        note = passed_note(spec, datetime.now(UTC))
+        if note is not None:
+            log.warning("function job %s: at %s", spec.name, note, extra={"job": spec.name})
         return spec
 
     @property
@@ -228,6 +253,19 @@ class Cluster:
         if daemon is not None:
             daemon.stop()
 
+    def stop_on_signals(self, *signals: int) -> None:
+        """Stop this Cluster when the process gets one of `signals` (default SIGTERM and
+        SIGINT), then let the signal do what it did before: the handler that was there
+        runs once the stop is done (Python's defaults: SIGTERM ends the process, SIGINT
+        raises KeyboardInterrupt in the main thread). So a deploy's SIGTERM hands this
+        member's jobs and leadership over at once instead of after a session timeout. A
+        second signal during the stop does at once what it did before. The stop runs on a
+        thread of its own (never inside the handler, which may have interrupted the main
+        thread anywhere). Call it from the main thread, where Python runs signal handlers;
+        gunicorn workers install their own handlers after `post_fork`: stop the Cluster in
+        `worker_exit` there."""
+        stop_on_signals(self.stop, signals or (signal.SIGTERM, signal.SIGINT))
+
     def __enter__(self) -> Cluster:
         self.start()
         return self
@@ -272,7 +310,8 @@ class Cluster:
         """Whether this member owns `name` now: a job in the table as the owner table gives
         it; any other name by rendezvous over the live app members (labels left out; daemons
         sharing the cluster id never act on such a name). False while not connected or not
-        started."""
+        started: a question, unlike the actions claim(), lock() and leader(), which raise
+        RuntimeError before start()."""
         daemon = self._daemon
         if daemon is None or self._forked():
             return False
@@ -288,7 +327,8 @@ class Cluster:
     def claim(self, name: str, instant: datetime) -> AppClaim | None:
         """The per-fire record of (`name`, `instant`): exactly one caller across the cluster
         gets it (an AppClaim with the fire key and fencing token), every other gets None (as
-        does a caller that cannot reach ZooKeeper: no instant is ever claimed twice). The
+        does a caller that cannot reach ZooKeeper: no instant is ever claimed twice, and one
+        behind the name's pruning horizon, docs/library.md). The
         instant must be timezone-aware; it is taken to the second in UTC. `finish()` records
         how the run ended; `zksched jobs history NAME` shows both when NAME is a job."""
         return self._require_coordinator().claim(name, instant)
@@ -327,20 +367,7 @@ class Cluster:
             if election is None:
                 self._leader_listeners.append(callback)
                 return
-        told: list[tuple[bool, int | None]] = []  # what this callback heard last
-        mutex = threading.Lock()
-
-        def once(leading: bool, token: int | None) -> None:
-            with mutex:  # the worker may publish the same term while we tell it here
-                if told and told[-1] == (leading, token):
-                    return
-                told[:] = [(leading, token)]
-            callback(leading, token)
-
-        election.add_listener(once)
-        token = election.term
-        if election.is_leader and token is not None:
-            once(True, token)
+        tell_changes(election, callback)
 
     @contextmanager
     def leader(self, timeout: float | None = None) -> Iterator[LeaderTerm]:
@@ -348,24 +375,8 @@ class Cluster:
         as the leader: the LeaderTerm's `token` is the term's fencing token, and its `lost`
         event is set the moment leadership is lost (check it in the block)."""
         election = self._require_election()
-        if not election.wait_for_leadership(timeout):
-            if self._election is not election:
-                raise RuntimeError(f"the Cluster of {self.client_id} stopped before it led")
-            raise TimeoutError(f"not the leader of {self.client_id} within {timeout:g}s")
-        token = election.term
-        term = LeaderTerm(token if token is not None else 0, threading.Event())
-
-        def listener(leading: bool, now: int | None) -> None:
-            if not leading or now != term.token:
-                term.lost.set()
-
-        election.add_listener(listener)
-        try:
-            if not election.is_leader or election.term != term.token:
-                term.lost.set()  # lost between the wait and the listener
+        with lead(election, timeout, self.client_id, lambda: self._election) as term:
             yield term
-        finally:
-            election.remove_listener(listener)
 
     def _table_history(self, name: str) -> int | None:
         """The job table's `history` of `name`, when it is a job there."""
@@ -376,23 +387,36 @@ class Cluster:
     def _require_coordinator(self) -> Coordinator:
         coordinator = self._coordinator
         if coordinator is None or self._daemon is None:
-            raise RuntimeError(_NOT_STARTED)
+            raise RuntimeError(self._not_running())
         self._refuse_if_forked()
         return coordinator
 
     def _require_election(self) -> LeaderElection:
         election = self._election
         if election is None:
-            raise RuntimeError(_NOT_STARTED)
+            raise RuntimeError(self._not_running())
         self._refuse_if_forked()
         return election
 
     def _require_daemon(self) -> Daemon:
         daemon = self._daemon
         if daemon is None:
-            raise RuntimeError(_NOT_STARTED)
+            raise RuntimeError(self._not_running())
         self._refuse_if_forked()
         return daemon
 
+    def _not_running(self) -> str:
+        if self._stopped:
+            return (
+                "the Cluster is stopped: claim(), finish(), lock() and leader() need a "
+                "running one (a stopped Cluster cannot start again: make a new one); the "
+                "questions is_owner(), is_leader() and connected answer False"
+            )
+        return _NOT_STARTED
 
-_NOT_STARTED = "the Cluster is not started: call start() (or use `with`)"
+
+_NOT_STARTED = (
+    "the Cluster is not started: call start() (or use `with`) before claim(), finish(), "
+    "lock() and leader(); until then the questions is_owner(), is_leader() and connected "
+    "answer False, and leader_term() None"
+)

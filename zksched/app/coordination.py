@@ -16,6 +16,10 @@ Invariants:
 - Claims go through `FireClaims.claim_late`: an instant at or behind the name's pruning
   horizon is refused (its record may have been pruned after it ran: a plain create would
   run it again). Apps' timers can be late by any amount, unlike the daemon's on-time fires.
+- An instant whose record pruning would delete at once (older than the name's newest
+  `history` records and than PRUNE_MIN_AGE) is refused too, before anything is created:
+  it is behind the horizon that pruning, which goes in batches, has not reached yet; a
+  claim granted there would be pruned, and the same instant refused afterwards.
 - The fire folder stays bounded: after a won claim, records beyond the newest `history`
   (and older than PRUNE_MIN_AGE, as the daemon's pruner: a member whose clock is behind must
   still find a recent record) are pruned, in batches of PRUNE_SLACK.
@@ -39,7 +43,8 @@ from kazoo.protocol.states import KazooState
 
 from zksched.core.firekey import fire_key, format_utc
 from zksched.core.firerecord import FireRecord
-from zksched.core.pruning import PRUNE_MIN_AGE, prune_victims
+from zksched.core.names import name_problem
+from zksched.core.pruning import PRUNE_MIN_AGE, behind_history, prune_victims
 from zksched.runtime.clock import Clock
 from zksched.zk.applocks import AppLock, LostCallback
 from zksched.zk.claims import AlreadyClaimed, ClaimConflict, Claimed, FireClaims
@@ -131,12 +136,30 @@ class Coordinator:
 
     def claim(self, name: str, instant: datetime) -> AppClaim | None:
         """Claim (name, instant) for this member: an AppClaim for exactly one caller in the
-        cluster, None for everyone else (taken already, pruned, or not decided: logged).
-        ValueError for a bad name or a naive instant."""
+        cluster, None for everyone else (taken already, behind the pruning horizon, or not
+        decided: logged). ValueError for a bad name or a naive instant."""
+        problem = name_problem(name, "claim name")
+        if problem is not None:
+            raise ValueError(problem)
         when = claim_instant(instant)
-        key = fire_key(name, when)  # ValueError for a bad name
+        key = fire_key(name, when)
         if self._client.state != KazooState.CONNECTED or not self._client.client_id:
             log.info("not claiming %s: not connected to ZooKeeper", key)
+            return None
+        try:
+            known = self.claims.instants(name)
+        except ZK_ERRORS as exc:
+            log.info("not claiming %s: ZooKeeper did not answer (%s)", key, type(exc).__name__)
+            return None
+        keep = self._keep(name)
+        if behind_history(known, format_utc(when), keep, self._clock.now(), PRUNE_MIN_AGE):
+            log.info(
+                "not claiming %s: behind the pruning horizon of %s (older than its newest %d "
+                "records: its record would be pruned at once)",
+                key,
+                name,
+                keep,
+            )
             return None
         record = FireRecord(
             job=name,
@@ -165,7 +188,7 @@ class Coordinator:
                 return None
         if isinstance(found, AlreadyClaimed):
             return None
-        self._prune(name)
+        self._prune(name, sorted({*known, format_utc(when)}), keep)
         return AppClaim(name, when, key, found.fencing_token, self.member_id, found)
 
     def _create(self, record: FireRecord) -> Claimed | AlreadyClaimed:
@@ -205,13 +228,17 @@ class Coordinator:
             return False
         return True
 
-    def _prune(self, name: str) -> None:
-        """Keep `history` records (and every record of the last PRUNE_MIN_AGE seconds)."""
+    def _keep(self, name: str) -> int:
+        """How many records of `name` are kept: the job's `history` when it is a job."""
         keep = self._history
         if self._history_of is not None:
             keep = self._history_of(name) or keep
+        return keep
+
+    def _prune(self, name: str, instants: list[str], keep: int) -> None:
+        """Keep `keep` records (and every record of the last PRUNE_MIN_AGE seconds), of
+        `instants` as listed at the claim (records others made since are pruned by them)."""
         try:
-            instants = self.claims.instants(name)
             victims = prune_victims(instants, keep, self._clock.now(), PRUNE_MIN_AGE)
             if victims:
                 self.claims.prune(name, victims)

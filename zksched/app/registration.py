@@ -15,10 +15,11 @@ from collections.abc import Mapping
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
+from zksched.app.connecting import NotConnected, connect_once
 from zksched.core.jobspec import JobSpec
 from zksched.core.jobtable import plan_register
 from zksched.zk.aclcheck import open_nodes, refusal
-from zksched.zk.connection import ZkSettings, close_quietly, make_client
+from zksched.zk.connection import ZkSettings, close_quietly
 from zksched.zk.jobstore import (
     ConcurrentChange,
     CorruptTable,
@@ -45,7 +46,8 @@ class JobConflictError(RuntimeError):
 
 
 class ClusterUnavailable(RuntimeError):
-    """ZooKeeper could not be reached in time to register this app's jobs."""
+    """`Cluster.start()` could not reach ZooKeeper in time, or could not read or write the
+    job table; this process has not joined."""
 
 
 def register_function_jobs(
@@ -57,16 +59,17 @@ def register_function_jobs(
 ) -> None:
     """Put `specs` in cluster `client_id`'s job table (JobConflictError, PermissionError or
     ClusterUnavailable, and nothing changed, when they cannot go in)."""
-    client = make_client(settings)
     call_timeout = max(1.0, timeout / 3)
     try:
-        try:
-            client.start(timeout=timeout)
-        except Exception as exc:
-            raise ClusterUnavailable(
-                f"cannot reach ZooKeeper at {settings.hosts} within {timeout:g}s "
-                f"to register jobs: {exc}"
-            ) from None
+        client = connect_once(settings, timeout)
+    except NotConnected as exc:
+        jobs = f" and its {len(specs)} function job(s) are not registered" if specs else ""
+        raise ClusterUnavailable(
+            f"cannot reach ZooKeeper at {settings.hosts} within {timeout:g}s (last attempt: "
+            f"{exc}): this process has not joined cluster {client_id}{jobs}; check the "
+            "connect string and that ZooKeeper is up"
+        ) from None
+    try:
         paths = ClusterPaths(client_id)
         credential = settings.credential
         if credential is not None:  # nodes others may change: refused, as `zksched run` does

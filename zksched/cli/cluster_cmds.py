@@ -113,7 +113,10 @@ def run(
     member_labels = _labels(labels)
     for pattern in allowed_commands:
         if not pattern.strip() or any(ord(c) < 32 for c in pattern):
-            raise invalid(f"--allow-command: {pattern!r} is not a usable pattern")
+            raise invalid(
+                f"--allow-command: {pattern!r} is not a usable pattern: give a program's full "
+                "path or an fnmatch pattern of one, such as '/usr/bin/*'"
+            )
         problem = pattern_problem(pattern)
         if problem is not None:
             raise invalid(f"--allow-command: {problem}")

@@ -64,7 +64,7 @@ class CliContext:
         try:
             settings.validate()
         except ValueError as exc:
-            raise invalid(str(exc)) from None
+            raise invalid(f"--session-timeout: {exc}") from None
         return settings
 
     @contextlib.contextmanager

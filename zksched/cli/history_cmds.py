@@ -9,7 +9,7 @@ import click
 
 from zksched.cli.context import CliContext
 from zksched.cli.jobs_cmds import jobs
-from zksched.cli.jobview import cluster, entry_of
+from zksched.cli.jobview import check_job_name, cluster, entry_of
 from zksched.cli.output import echo_json, echo_table, say
 
 
@@ -20,6 +20,7 @@ from zksched.cli.output import echo_json, echo_table, say
 @click.pass_obj
 def history(ctx: CliContext, name: str, limit: int, as_json: bool) -> None:
     """A job's fire records, newest first."""
+    check_job_name(name)  # before ZooKeeper: a bad name is bad input, reachable or not
     with cluster(ctx) as c:
         entry_of(c, name)  # exit 2 for a job that is not in the table
         instants = c.claims.instants(name)[-limit:]

@@ -12,7 +12,8 @@ from zksched.cli.context import CliContext, check_acls
 from zksched.cli.errors import EXIT_INVALID, CliFailure
 from zksched.cli.group import cli
 from zksched.cli.jobview import check_job_name, cluster, entry_of, job_row, zk_errors
-from zksched.cli.output import echo_json, echo_table, say
+from zksched.cli.output import cell, echo_json, echo_table, say
+from zksched.cli.schedule_cmds import warn_passed
 from zksched.core.jobspec import JobSpecError, load_job_file
 from zksched.core.jobtable import UNREADABLE_KEY, StoredJob, is_function_job, plan_apply
 from zksched.zk.claims import FireClaims
@@ -68,6 +69,7 @@ def apply(ctx: CliContext, file: str, prune: bool, dry_run: bool, as_json: bool)
         raise CliFailure(
             f"{file}: {len(exc.problems)} problem(s); nothing was changed", EXIT_INVALID
         ) from None
+    warn_passed(file, desired)
     with ctx.client() as client, zk_errors():
         check_acls(ctx, client)
         store = JobStore(client, ctx.paths, ctx.connect_timeout)
@@ -161,6 +163,7 @@ def list_jobs(ctx: CliContext, as_json: bool, show_all: bool) -> None:
 @click.pass_obj
 def show(ctx: CliContext, name: str, as_json: bool) -> None:
     """One job: its definition, owner, next fires and last result."""
+    check_job_name(name)  # before ZooKeeper: a bad name is bad input, reachable or not
     with cluster(ctx) as c:
         entry = entry_of(c, name)
         last = c.claims.newest([name]).get(name)
@@ -182,8 +185,7 @@ def show(ctx: CliContext, name: str, as_json: bool) -> None:
         echo_json(row)
         return
     for key in sorted(row):
-        value = row[key]
-        say(f"{key + ':':<16} {value if value is not None else '-'}")
+        say(f"{key + ':':<16} {cell(row[key])}")
 
 
 # -- changing one job ------------------------------------------------------------------------
@@ -248,6 +250,7 @@ def delete(ctx: CliContext, name: str) -> None:
 @click.pass_obj
 def trigger(ctx: CliContext, name: str) -> None:
     """Run NAME once now, on its owner."""
+    check_job_name(name)
     with cluster(ctx) as c:
         entry = entry_of(c, name)
         if entry.spec is None:

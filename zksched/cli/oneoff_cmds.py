@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import TypeVar
 
 import click
 
@@ -17,7 +19,10 @@ from zksched.core.jobspec import JobSpec, JobSpecError
 from zksched.core.jobtable import StoredJob
 from zksched.core.names import parse_label
 from zksched.core.schedule import AtError, UnknownZoneError, at_schedule, load_zone
+from zksched.core.schedule.zones import ZONE_HINT
 from zksched.zk.jobstore import JobStore, now_utc
+
+T = TypeVar("T")
 
 
 def _when(text: str, timezone: str, now: datetime) -> datetime:
@@ -39,6 +44,14 @@ def _when(text: str, timezone: str, now: datetime) -> datetime:
     if value.tzinfo is None:
         value = value.replace(tzinfo=load_zone(timezone))
     return value
+
+
+def _option(flag: str, parse: Callable[[str], T], text: str) -> T:
+    """`parse(text)`; exit 2 naming the option when it cannot be read."""
+    try:
+        return parse(text)
+    except ValueError as exc:
+        raise invalid(f"{flag}: {exc}") from None
 
 
 @jobs.command("at", context_settings={"ignore_unknown_options": True})
@@ -87,27 +100,32 @@ def at_command(
     try:
         load_zone(timezone)
     except UnknownZoneError as exc:
-        raise invalid(f"--tz: {exc}") from None
+        raise invalid(f"--tz: {exc} ({ZONE_HINT})") from None
     now = datetime.now(UTC)
     instant = _when(when, timezone, now)
     try:
         schedule = at_schedule(instant)
-        label_map = dict(parse_label(label) for label in labels)
+    except AtError as exc:
+        raise invalid(f"WHEN {when!r}: {exc}") from None
+    label_map = dict(_option("--label", parse_label, label) for label in labels)
+    try:
         spec = JobSpec(
             name=name,
             schedule=schedule,
             command=command,
             timezone=timezone,
-            timeout=None if timeout is None else parse_duration(timeout),
-            catchup_window=parse_duration(catchup_window),
+            timeout=None if timeout is None else _option("--timeout", parse_duration, timeout),
+            catchup_window=_option("--catchup-window", parse_duration, catchup_window),
             labels=label_map,
         )
-    except (AtError, ValueError) as exc:
-        raise invalid(f"WHEN {when!r}: {exc}" if isinstance(exc, AtError) else str(exc)) from None
-    except JobSpecError as exc:
-        raise invalid("; ".join(str(p) for p in exc.problems)) from None
+    except (JobSpecError, ValueError) as exc:
+        problems = exc.problems if isinstance(exc, JobSpecError) else [exc]
+        raise invalid("; ".join(str(p) for p in problems)) from None
     if instant < now - timedelta(seconds=1):
-        raise invalid(f"WHEN {instant.isoformat()} has passed (it is {now.isoformat()} now)")
+        raise invalid(
+            f"WHEN {instant.isoformat()} has passed (it is {now.isoformat(timespec='seconds')} "
+            "now): give a time ahead, +DURATION (+10m) or ISO 8601"
+        )
 
     def add(table: dict[str, StoredJob]) -> dict[str, StoredJob]:
         if name in table:

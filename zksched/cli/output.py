@@ -17,17 +17,25 @@ def echo_json(data: Any) -> None:
 
 
 def echo_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    cells = [[str(h) for h in headers], *[[_cell(c) for c in row] for row in rows]]
+    cells = [[str(h) for h in headers], *[[cell(c) for c in row] for row in rows]]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     for row in cells:
         say("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
 
 
-def _cell(value: Any) -> str:
+def cell(value: Any) -> str:
+    """A value as the operator reads it in a table or a `key: value` line: yes/no for
+    booleans, `-` for none (None, an empty table or list), `k=v,…` for a table, `a, b` for
+    a list; never Python's spelling (`False`, `None`, `{}`, `['a']`). JSON output keeps
+    the values as they are."""
     if value is None:
         return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     if isinstance(value, dict):
-        return printable(",".join(f"{k}={v}" for k, v in sorted(value.items())) or "-")
+        return printable(",".join(f"{k}={cell(v)}" for k, v in sorted(value.items())) or "-")
+    if isinstance(value, list | tuple):
+        return printable(", ".join(cell(v) for v in value) or "-")
     return printable(str(value))
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 
 import click
 
@@ -12,7 +12,9 @@ from zksched.cli.group import cli
 from zksched.cli.output import say
 from zksched.core.jobspec import MAX_FILE_BYTES, JobSpec, JobSpecError, load_job_file
 from zksched.core.jobspec import parse_job_file as _parse_job_file
-from zksched.core.schedule import Schedule, ScheduleError, load_zone, next_fires
+from zksched.core.jobspec.passed import passed_note
+from zksched.core.schedule import Schedule, ScheduleError, UnknownZoneError, load_zone, next_fires
+from zksched.core.schedule.zones import ZONE_HINT
 
 
 def _load(file: str) -> tuple[str, dict[str, JobSpec]]:
@@ -46,6 +48,17 @@ def check_command(file: str) -> None:
     for name, spec in jobs.items():  # what month-dependent day forms and @at mean
         for line in spec.schedule_obj.explain():
             say(f"  {name}: {line}")
+    warn_passed(source, jobs)
+
+
+def warn_passed(source: str, jobs: dict[str, JobSpec]) -> None:
+    """A warning on stderr for each one-off job whose time has passed (valid: the exit
+    status stays 0; the decorator says the same of a function's `at`)."""
+    now = datetime.now(UTC)
+    for name, spec in jobs.items():
+        note = passed_note(spec, now)
+        if note is not None:
+            say(f"{source}: warning: job {name!r}, field 'at': {note}", err=True)
 
 
 def _parse_after(text: str | None, timezone: str) -> datetime:
@@ -98,6 +111,10 @@ def next_command(
     follow the DST rules of docs/schedules.md.
     """
     expression = " ".join(cron)
+    try:
+        load_zone(timezone)
+    except UnknownZoneError as exc:
+        raise invalid(f"--tz: {exc} ({ZONE_HINT})") from None
     try:
         schedule = Schedule.parse(expression, timezone)
     except ScheduleError as exc:

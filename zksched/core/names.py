@@ -18,15 +18,15 @@ def name_problem(value: object, what: str = "name") -> str | None:
     if not isinstance(value, str):
         return f"{what} must be a string, not {type(value).__name__}"
     if value == "":
-        return f"{what} must not be empty"
+        return f"{what} must not be empty: {_RULE}"
     if len(value) > 128:
         return f"{what} is {len(value)} characters long; the limit is 128"
     if not _NAME_RE.fullmatch(value):
-        return (
-            f"{what} {value!r} is not allowed: use letters, digits, '_', '.' and '-', "
-            "starting with a letter or digit"
-        )
+        return f"{what} {value!r} is not allowed: {_RULE}"
     return None
+
+
+_RULE = "use letters, digits, '_', '.' and '-', starting with a letter or digit"
 
 
 def is_valid_name(value: object) -> bool:

@@ -19,8 +19,24 @@ def prune_victims(instants: list[str], keep: int, now: float, min_age: float) ->
     newest, of those older than `min_age` seconds. Records from the future are no history:
     they never take a kept record's place, and are not deleted here either. Empty unless
     more than PRUNE_SLACK would go (pruning goes in batches)."""
+    victims = _prunable(instants, keep, now, min_age)
+    return victims if len(victims) > PRUNE_SLACK else []
+
+
+def behind_history(
+    instants: list[str], instant: str, keep: int, now: float, min_age: float
+) -> bool:
+    """Whether a new record of `instant`, beside the records `instants` (sorted), would be
+    one that pruning deletes (older than the `keep` newest and than `min_age` seconds),
+    whatever the batch: a late claim of it is behind the pruning horizon, as if pruning had
+    run already (coordination's claims refuse it)."""
+    if instant in instants:
+        return False  # claimed already: the claim itself says so
+    return instant in _prunable(sorted([*instants, instant]), keep, now, min_age)
+
+
+def _prunable(instants: list[str], keep: int, now: float, min_age: float) -> list[str]:
     latest = format_utc(datetime.fromtimestamp(now + FUTURE_MARGIN, UTC))
     present = [i for i in instants if i <= latest]
     young = format_utc(datetime.fromtimestamp(now - min_age, UTC))
-    victims = [i for i in present[: max(0, len(present) - keep)] if i < young]
-    return victims if len(victims) > PRUNE_SLACK else []
+    return [i for i in present[: max(0, len(present) - keep)] if i < young]

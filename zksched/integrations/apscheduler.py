@@ -36,6 +36,9 @@ Rules, and why:
 - A job at its `max_instances` on this process is refused before any claim, so another
   process can claim the run time (APScheduler logs its usual "maximum number of running
   instances reached").
+- `scheduler.shutdown()` stops the Cluster too, after the runs under way have ended and
+  recorded their results (`stop_cluster=False` keeps it running): the other processes then
+  take this one's run times and leadership at once, not after its session timeout.
 - At most once: a process that dies between a claim and the run's end loses that run time
   (its record stays `running`; `zksched audit` counts such records for jobs of the job
   table only). Names claimed here are not jobs of the table: `zksched jobs history NAME`
@@ -106,10 +109,17 @@ class ClusterExecutor(ThreadPoolExecutor):  # type: ignore[misc]
         max_workers: int = 10,
         pool_kwargs: dict[str, Any] | None = None,
         prefix: str = "",
+        stop_cluster: bool = True,
     ) -> None:
+        """`stop_cluster`: whether the scheduler's shutdown stops `cluster` too (after the
+        runs under way have ended and recorded their results), so that the other processes
+        take its run times and its leadership at once; False when the Cluster lives on
+        after the scheduler (it runs function jobs of its own, or another scheduler uses
+        it)."""
         super().__init__(max_workers, pool_kwargs)
         self.cluster = cluster
         self.prefix = prefix
+        self.stop_cluster = stop_cluster
         self._said: set[tuple[str, str]] = set()  # (job id, problem) logged once each
         self._said_lock = threading.Lock()
         self._outage = False  # a "not connected" skip was logged; reset once claims resume
@@ -236,6 +246,22 @@ class ClusterExecutor(ThreadPoolExecutor):  # type: ignore[misc]
             finally:
                 _current.claim = None
         return events
+
+    def shutdown(self, wait: bool = True) -> None:
+        """APScheduler's `scheduler.shutdown(wait)` calls this: no new runs; then, with
+        `stop_cluster`, the Cluster stops once the runs under way have ended (at once with
+        `wait`, else on a thread of its own), so that their results are recorded first."""
+        super().shutdown(wait)
+        if not self.stop_cluster:
+            return
+        if wait:
+            self.cluster.stop()
+        else:
+            threading.Thread(target=self._stop_after_runs, name="zksched-aps-stop").start()
+
+    def _stop_after_runs(self) -> None:
+        self._pool.shutdown(wait=True)
+        self.cluster.stop()
 
     # -- the run side (pool threads) ------------------------------------------------------
 

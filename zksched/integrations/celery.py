@@ -42,8 +42,10 @@ task's own outcome is the worker's), `error` when publishing failed: that instan
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
+import math
 import os
 import threading
 import time
@@ -55,7 +57,8 @@ from celery.beat import ScheduleEntry, Scheduler  # type: ignore[import-untyped]
 from celery.exceptions import ImproperlyConfigured  # type: ignore[import-untyped]
 from celery.schedules import crontab, schedule  # type: ignore[import-untyped]
 
-from zksched import AppClaim, Cluster, name_problem
+from zksched import AppClaim, Cluster, ClusterUnavailable, name_problem
+from zksched.app import arguments  # Cluster's own argument rules, for its config keys
 
 log = logging.getLogger("zksched.integrations.celery")
 
@@ -139,20 +142,57 @@ def configured_cluster(conf: Mapping[str, Any]) -> tuple[str | None, str]:
     return client_id, zk
 
 
+def config_seconds(
+    conf: Mapping[str, Any], key: str, default: float, limits: tuple[float, float]
+) -> float:
+    """A `zksched_*` config key in seconds (a number, or text that is one); the default
+    when unset; ImproperlyConfigured naming the key, its value and the range otherwise."""
+    value = conf.get(key)
+    if value is None:
+        return default
+    low, high = limits
+    seconds = math.nan
+    if not isinstance(value, bool):
+        with contextlib.suppress(TypeError, ValueError):
+            seconds = float(value)
+    if not math.isfinite(seconds) or not low <= seconds <= high:
+        raise ImproperlyConfigured(
+            f"ClusterScheduler: the Celery config key {key} = {value!r} is not usable: give "
+            f"a number of seconds from {low:g} to {high:g} (default {default:g})"
+        )
+    return seconds
+
+
+def connect_timeout(conf: Mapping[str, Any]) -> float:
+    """`zksched_connect_timeout`: how long beat waits for ZooKeeper at startup."""
+    return config_seconds(conf, "zksched_connect_timeout", 30.0, (0.1, 86_400.0))
+
+
 def cluster_from_config(conf: Mapping[str, Any]) -> Cluster:
-    """A Cluster (not started) from the app's `zksched_*` config keys."""
+    """A Cluster (not started) from the app's `zksched_*` config keys; ImproperlyConfigured
+    naming the key when one is wrong."""
     client_id, zk = configured_cluster(conf)
     if not client_id:
         raise ImproperlyConfigured(
             "ClusterScheduler needs the zksched cluster id: set the Celery config key "
             "zksched_client_id (or the environment variable ZKSCHED_CLIENT_ID)"
         )
-    try:
-        return Cluster(
-            zk=zk,
-            client_id=client_id,
-            session_timeout=float(conf.get("zksched_session_timeout") or 10.0),
+    problem = name_problem(client_id, "cluster id")
+    if problem is not None:
+        raise ImproperlyConfigured(
+            f"ClusterScheduler: the Celery config key zksched_client_id (or "
+            f"ZKSCHED_CLIENT_ID): {problem}"
         )
+    problem = arguments.connect_string_problem(str(zk))
+    if problem is not None:
+        raise ImproperlyConfigured(
+            f"ClusterScheduler: the Celery config key zksched_zk (or ZKSCHED_ZK): {problem}"
+        )
+    session_timeout = config_seconds(
+        conf, "zksched_session_timeout", 10.0, arguments.SESSION_TIMEOUT_RANGE
+    )
+    try:
+        return Cluster(zk=zk, client_id=client_id, session_timeout=session_timeout)
     except ValueError as exc:
         raise ImproperlyConfigured(f"ClusterScheduler: {exc}") from None
 
@@ -179,7 +219,14 @@ class ClusterScheduler(Scheduler):  # type: ignore[misc]
             )
         if self.cluster is None:
             cluster = cluster_from_config(self.app.conf)
-            cluster.start(timeout=float(self.app.conf.get("zksched_connect_timeout") or 30.0))
+            try:
+                cluster.start(timeout=connect_timeout(self.app.conf))
+            except ClusterUnavailable as exc:
+                raise ClusterUnavailable(
+                    f"ClusterScheduler: {exc}. Beat sends nothing without it: the Celery "
+                    "config key zksched_zk (or ZKSCHED_ZK) names ZooKeeper, and "
+                    "zksched_connect_timeout is how long beat waits for it"
+                ) from None
             self.cluster = cluster
             log.info("beat joined zksched cluster %s as %s", cluster.client_id, cluster.member_id)
 

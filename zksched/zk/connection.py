@@ -56,11 +56,15 @@ class ConnectString:
         return hosts + (self.chroot or "")
 
 
+CONNECT_STRING_FORM = "HOST[:PORT][,HOST[:PORT]...][/chroot], e.g. 127.0.0.1:2181"
+
+
 def parse_connect_string(text: str) -> ConnectString:
-    """Validate `h1:2181,h2:2181/chroot`; raise ValueError naming what is wrong."""
+    """Validate `h1:2181,h2:2181/chroot`; raise ValueError naming what is wrong and the form
+    that is accepted."""
     text = text.strip()
     if not text:
-        raise ValueError("the ZooKeeper connect string is empty")
+        raise ValueError(f"the ZooKeeper connect string is empty; expected {CONNECT_STRING_FORM}")
     host_part, slash, chroot_part = text.partition("/")
     chroot: str | None = None
     if slash:
@@ -70,16 +74,25 @@ def parse_connect_string(text: str) -> ConnectString:
         elif not _CHROOT_RE.fullmatch(chroot) or any(
             part in (".", "..") for part in chroot.split("/")
         ):
-            raise ValueError(f"invalid chroot {chroot!r} in ZooKeeper connect string {text!r}")
+            raise ValueError(
+                f"invalid chroot {chroot!r} in ZooKeeper connect string {text!r}; expected "
+                f"{CONNECT_STRING_FORM}, a chroot of letters, digits, '_', '.' and '-'"
+            )
     hosts: list[tuple[str, int]] = []
     for item in host_part.split(","):
         item = item.strip()
         match = _HOST_RE.fullmatch(item)
         if not match:
-            raise ValueError(f"invalid host {item!r} in ZooKeeper connect string {text!r}")
+            raise ValueError(
+                f"invalid host {item!r} in ZooKeeper connect string {text!r}; expected "
+                f"{CONNECT_STRING_FORM}"
+            )
         port = int(match.group(3)) if match.group(3) else 2181
         if not 0 < port < 65536:
-            raise ValueError(f"invalid port {port} in ZooKeeper connect string {text!r}")
+            raise ValueError(
+                f"invalid port {port} in ZooKeeper connect string {text!r}; ports are 1 to "
+                "65535"
+            )
         hosts.append((match.group(1), port))
     return ConnectString(tuple(hosts), chroot)
 
@@ -138,10 +151,13 @@ def handshake_for(session_timeout: float) -> Handshake:
     return Handshake(first=first, limit=session_timeout, session=session_timeout)
 
 
-def make_client(settings: ZkSettings, *, max_connect_delay: float | None = None) -> KazooClient:
+def make_client(
+    settings: ZkSettings, *, max_connect_delay: float | None = None, logger: Any = None
+) -> KazooClient:
     """A KazooClient that retries connecting forever (the daemon never gives up on ZooKeeper),
     at most `max_connect_delay` seconds apart (default: a sixth of the session, 0.2 s to
     1 s: while the session may still be alive on the server, the next attempt comes soon).
+    `logger`: what kazoo logs this client's events to (default: its "kazoo.client").
 
     Commands are not retried by kazoo itself: callers bound every call with `wait()`.
     """
@@ -149,6 +165,8 @@ def make_client(settings: ZkSettings, *, max_connect_delay: float | None = None)
     if max_connect_delay is None:
         max_connect_delay = min(1.0, max(0.2, settings.session_timeout / 6))
     kwargs: dict[str, Any] = {}
+    if logger is not None:
+        kwargs["logger"] = logger
     credential = settings.credential
     if credential is not None:
         kwargs["auth_data"] = [("digest", f"{credential[0]}:{credential[1]}")]

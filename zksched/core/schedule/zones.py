@@ -37,6 +37,9 @@ _ZONE_NAME = re.compile(r"[A-Za-z0-9_+-]+(?:/[A-Za-z0-9_+-]+){0,3}")
 _NOT_ZONES = {"localtime", "posixrules", "leapseconds", "tzdata.zi", "zone.tab", "zone1970.tab"}
 
 
+ZONE_HINT = 'use an IANA name such as "Europe/Berlin" or "UTC"'
+
+
 class UnknownZoneError(ValueError):
     """The name is not an IANA time zone available on this host."""
 

@@ -10,14 +10,16 @@ class HttpUnavailable(RuntimeError):
     """The endpoint cannot listen where it was asked to (in use, no permission, bad host)."""
 
 
-def parse_http_address(text: str) -> tuple[str, int]:
-    """`host:port`, `[v6]:port` or `:port` (every interface) -> (host, port); ValueError."""
+def parse_http_address(text: str, what: str | None = None) -> tuple[str, int]:
+    """`host:port`, `[v6]:port` or `:port` (every interface) -> (host, port); ValueError
+    naming `what` (default: `--http 'text'`)."""
+    said = what or f"--http {text!r}"
     host, sep, port_text = text.rpartition(":")
     if not sep or not port_text.isdigit():
-        raise ValueError(f"--http {text!r}: expected HOST:PORT, e.g. 127.0.0.1:9464")
+        raise ValueError(f"{said}: expected HOST:PORT, e.g. 127.0.0.1:9464")
     port = int(port_text)
     if port > 65535:
-        raise ValueError(f"--http {text!r}: port {port} is out of range")
+        raise ValueError(f"{said}: port {port} is out of range (0 to 65535)")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     return host or "0.0.0.0", port
