@@ -24,7 +24,7 @@ from zksched._version import __version__
 if TYPE_CHECKING:
     from zksched.app.cluster import Cluster
     from zksched.app.coordination import AppClaim, ClaimStatus, claim_instant
-    from zksched.app.definitions import JobDefinitionError
+    from zksched.app.definitions import JobDefinitionError, JobOptions
     from zksched.app.leadership import LeaderTerm
     from zksched.app.registration import ClusterUnavailable, JobConflictError
     from zksched.core.names import name_problem
@@ -36,6 +36,7 @@ _PUBLIC = {
     "ClusterUnavailable": "zksched.app.registration",
     "JobConflictError": "zksched.app.registration",
     "JobDefinitionError": "zksched.app.definitions",
+    "JobOptions": "zksched.app.definitions",
     "Fire": "zksched.runtime.run.functions",
     "LeaderTerm": "zksched.app.leadership",
     "AppClaim": "zksched.app.coordination",
@@ -55,6 +56,7 @@ __all__ = [
     "Fire",
     "JobConflictError",
     "JobDefinitionError",
+    "JobOptions",
     "LeaderTerm",
     "LockNotAcquired",
     "__version__",

@@ -27,13 +27,13 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, Unpack
 
 from kazoo.protocol.states import KazooState
 
 from zksched.app import arguments
 from zksched.app.coordination import AppClaim, ClaimStatus, Coordinator
-from zksched.app.definitions import JobDefinitionError, function_job_spec
+from zksched.app.definitions import JobDefinitionError, JobOptions, function_job_spec
 from zksched.app.leadership import LeaderTerm, lead, tell_changes
 from zksched.app.registration import (
     register_function_jobs,
@@ -136,7 +136,7 @@ class Cluster:
         *,
         at: str | datetime | None = None,
         name: str | None = None,
-        **options: Any,
+        **options: Unpack[JobOptions],
     ) -> Callable[[F], F]:
         """Decorate a function to run on `schedule` (cron text: 5 or 6 fields, or a macro
         such as "@daily") once per instant across the cluster, or once, `at` a time (ISO
@@ -162,7 +162,7 @@ class Cluster:
         *,
         at: str | datetime | None = None,
         name: str | None = None,
-        **options: Any,
+        **options: Unpack[JobOptions],
     ) -> JobSpec:
         """`cron` without the decorator; returns the job's spec."""
         if not callable(function):

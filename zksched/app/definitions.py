@@ -11,7 +11,7 @@ import difflib
 import math
 from collections.abc import Callable, Mapping
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 from zksched.core.durations import format_duration_ms
 from zksched.core.jobspec import JobSpec, JobSpecError
@@ -21,22 +21,29 @@ from zksched.core.schedule.at import AtError, at_schedule
 _RECORD_KEY = {"tz": "timezone"}
 _OPTION_OF = {record: option for option, record in _RECORD_KEY.items()}
 DURATION_OPTIONS = ("timeout", "jitter", "catchup_window", "retry_backoff")
-# what `cron(schedule, at=, name=, **options)` takes as options: the job file's keys that a
-# function job has (a job file's `timezone` is `tz`)
-OPTIONS = (
-    "tz",
-    "timeout",
-    "jitter",
-    "overlap",
-    "catchup",
-    "catchup_window",
-    "retries",
-    "retry_backoff",
-    "delivery",
-    "labels",
-    "history",
-    "paused",
-)
+Duration = str | int | float | timedelta  # "90s" text, seconds, or a timedelta
+
+
+class JobOptions(TypedDict, total=False):
+    """What `cron(schedule, at=, name=, **options)` takes as options: the job file's keys
+    that a function job has (a job file's `timezone` is `tz`), typed for the caller's
+    checker; the values are checked again when the job is defined, as a job file's are."""
+
+    tz: str
+    timeout: Duration | None
+    jitter: Duration
+    overlap: Literal["skip", "allow"]
+    catchup: Literal["latest", "all", "none"]
+    catchup_window: Duration
+    retries: int
+    retry_backoff: Duration
+    delivery: Literal["at-most-once", "at-least-once"]
+    labels: Mapping[str, str]
+    history: int
+    paused: bool
+
+
+OPTIONS = tuple(JobOptions.__annotations__)
 _NOT_FOR_FUNCTIONS = ("command", "env", "workdir", "kind")  # a job file's, for commands
 _SCHEDULE_HINT = (
     'a cron schedule such as "0 2 * * *" or "@daily", or at= a time to run once such as '
