@@ -21,7 +21,7 @@ APP = textwrap.dedent(
     @cluster.cron("0 2 * * *", tz="Europe/Berlin", timeout="1h", overlap="skip")
     def nightly(fire: Fire) -> None: ...
 
-    @cluster.cron(None, at="2026-12-24T18:00:00+01:00", retries=2, retry_backoff=timedelta(seconds=5))
+    @cluster.cron(None, at="2026-12-24T18:00:00+01:00", retries=2, retry_backoff=timedelta(0, 5))
     def once(fire: Fire) -> None: ...
 
     options: JobOptions = {"catchup": "all", "labels": {"role": "db"}}
