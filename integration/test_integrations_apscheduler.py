@@ -122,5 +122,12 @@ def test_four_gunicorn_workers_run_each_apscheduler_run_time_once(
             assert record is not None, f"no fire record for {job}@{at}"
             assert record.state == "ok", (job, at, record)
             assert record.member_id == f"{HOSTNAME}-{ran_by[(job, at)]}"
-    # the names are not jobs of the table: history refuses them (docs/library.md says so)
-    assert run_cli(zk, client_id, "jobs", "history", "tick").returncode == 2
+    # the names are not jobs of the table: history refuses them, and shows them as claims
+    refused = run_cli(zk, client_id, "jobs", "history", "tick")
+    assert refused.returncode == 2 and "--claims" in refused.stderr, refused.stderr
+    shown = run_cli(zk, client_id, "jobs", "history", "--claims", "tick", "--limit=100", "--json")
+    assert shown.returncode == 0, shown.stderr
+    by_instant = {row["scheduled"]: row for row in json.loads(shown.stdout)}
+    for at in ticks:
+        assert by_instant[at]["state"] == "ok", by_instant.get(at)
+        assert by_instant[at]["member_id"] == f"{HOSTNAME}-{ran_by[('tick', at)]}"

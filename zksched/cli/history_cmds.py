@@ -8,8 +8,9 @@ from typing import Any
 import click
 
 from zksched.cli.context import CliContext
+from zksched.cli.errors import EXIT_INVALID, CliFailure
 from zksched.cli.jobs_cmds import jobs
-from zksched.cli.jobview import check_job_name, cluster, entry_of
+from zksched.cli.jobview import check_job_name, cluster
 from zksched.cli.output import echo_json, echo_table, say
 
 
@@ -17,12 +18,23 @@ from zksched.cli.output import echo_json, echo_table, say
 @click.argument("name")
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
+@click.option(
+    "--claims",
+    is_flag=True,
+    help="NAME is an app's claim name (Cluster.claim, the APScheduler and Celery "
+    "integrations): its records, whether or not it is a job of the table.",
+)
 @click.pass_obj
-def history(ctx: CliContext, name: str, limit: int, as_json: bool) -> None:
-    """A job's fire records, newest first."""
+def history(ctx: CliContext, name: str, limit: int, as_json: bool, claims: bool) -> None:
+    """A job's fire records, newest first (with --claims: an app's claims under NAME)."""
     check_job_name(name)  # before ZooKeeper: a bad name is bad input, reachable or not
     with cluster(ctx) as c:
-        entry_of(c, name)  # exit 2 for a job that is not in the table
+        if not claims and name not in c.entries:
+            raise CliFailure(
+                f"no job named {name!r} in cluster {c.paths.client_id} (the records of an "
+                "app's claims under that name: add --claims)",
+                EXIT_INVALID,
+            )
         instants = c.claims.instants(name)[-limit:]
         records = c.claims.read_many(name, instants)
         live = c.live_sessions

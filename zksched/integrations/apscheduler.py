@@ -41,8 +41,8 @@ Rules, and why:
   take this one's run times and leadership at once, not after its session timeout.
 - At most once: a process that dies between a claim and the run's end loses that run time
   (its record stays `running`; `zksched audit` counts such records for jobs of the job
-  table only). Names claimed here are not jobs of the table: `zksched jobs history NAME`
-  exits 2 for them; their records are read with `FireClaims.read` (see docs/library.md).
+  table only). Names claimed here are not jobs of the table: their records are shown by
+  `zksched jobs history --claims NAME` (docs/library.md).
 """
 
 from __future__ import annotations
