@@ -26,7 +26,7 @@ class StoredJob:
         return {"spec": self.record, "updated_at": self.updated_at}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class JobEntry:
     """A stored job, parsed: exactly one of `spec` and `error` is set."""
 

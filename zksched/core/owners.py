@@ -45,6 +45,21 @@ _NONE: _Best = (None, -1)
 _generations = itertools.count(1)
 
 
+# A memo entry per job: its key shares these rather than holding empty sets of its own (an
+# empty frozenset is 216 bytes, twice a key; most jobs ask for no labels and set no env).
+_NO_LABELS: frozenset[tuple[str, str]] = frozenset()
+_NO_NAMES: frozenset[str] = frozenset()
+
+
+def _labels(labels: Mapping[str, str]) -> frozenset[tuple[str, str]]:
+    return frozenset(labels.items()) if labels else _NO_LABELS
+
+
+def _names(names: Iterable[str]) -> frozenset[str]:
+    found = frozenset(names)
+    return found if found else _NO_NAMES
+
+
 def weight(job: str, member_id: str) -> int:
     """The rendezvous weight of `member_id` for `job` (see the module docstring)."""
     return int(mmh3.hash128(f"{job}\x00{member_id}".encode(), seed=0, x64arch=True, signed=False))
@@ -160,12 +175,12 @@ class OwnerTable:
         whose allow-list refuses them are not eligible.
         None leaves allow-lists out (only for asking who would own it by labels alone).
         """
-        env = frozenset(env_names) if program is not None else frozenset()
+        env = _names(env_names) if program is not None else _NO_NAMES
         if not self._any_allow_list and program is not None:
-            env = frozenset()  # nobody restricts commands: one memo entry per job; with app
+            env = _NO_NAMES  # nobody restricts commands: one memo entry per job; with app
             # members about, "" still asks for a daemon, whatever the program
             program = "" if self._any_app else None
-        key = (job, frozenset(labels.items()), program, env, function, apps_only)
+        key = (job, _labels(labels), program, env, function, apps_only)
         found = self._memo.get(key)
         if found is None:
             found = self._memo[key] = self._weigh(key)

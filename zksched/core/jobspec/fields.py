@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import difflib
 import re
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, cast
 
 from zksched.core.durations import format_duration_ms, parse_duration_ms
-from zksched.core.jobspec.frozenmap import FrozenMap
+from zksched.core.jobspec.frozenmap import EMPTY_MAP, FrozenMap
 from zksched.core.jobspec.problems import SpecProblem, _Bad, _LineOf, _show
 from zksched.core.names import name_problem, parse_label
 from zksched.core.schedule import (
@@ -109,7 +110,7 @@ def _check_timezone(value: object) -> str:
         load_zone(name)
     except UnknownZoneError as exc:
         raise _Bad(f'{exc} (use an IANA name such as "Europe/Berlin" or "UTC")') from None
-    return name
+    return sys.intern(name)  # a few zones among many jobs: one string each
 
 
 def _check_command(value: object) -> tuple[str, ...]:
@@ -186,7 +187,7 @@ def _choice(value: object, what: str, choices: tuple[str, ...]) -> str:
     if not isinstance(value, str) or value not in choices:
         shown = _show(value) if isinstance(value, str) else toml_kind(value)
         raise _Bad(f"{what} must be one of {', '.join(choices)}; got {shown}")
-    return value
+    return choices[choices.index(value)]  # the one shared string, not the record's copy
 
 
 def _check_overlap(value: object) -> Overlap:
@@ -224,7 +225,7 @@ def _entries(
             bad.append(str(exc))
     if bad:
         raise _Bad("; ".join(bad))
-    return FrozenMap(good)
+    return FrozenMap(good) if good else EMPTY_MAP  # most jobs have none: share one
 
 
 def _label_entry(key: object, item: object) -> str:

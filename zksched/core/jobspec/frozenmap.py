@@ -43,4 +43,4 @@ class FrozenMap(Mapping[str, str]):
         return (FrozenMap, (self._data,))
 
 
-_EMPTY = FrozenMap()
+EMPTY_MAP = FrozenMap()  # shared by every spec without labels or env

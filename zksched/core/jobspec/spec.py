@@ -13,7 +13,6 @@ import hashlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any, cast
 
 from zksched.core.durations import format_duration_ms
@@ -31,7 +30,7 @@ from zksched.core.jobspec.fields import (
     _check_timeout,
     _missing,
 )
-from zksched.core.jobspec.frozenmap import _EMPTY
+from zksched.core.jobspec.frozenmap import EMPTY_MAP
 from zksched.core.jobspec.problems import JobSpecError, SpecProblem, _Bad, _LineOf
 from zksched.core.names import name_problem
 from zksched.core.schedule import Schedule, ScheduleError
@@ -55,9 +54,10 @@ def _seconds_to_millis(value: object, what: str) -> int:
 _DURATION_KEYS = ("timeout", "jitter", "catchup_window", "retry_backoff")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class JobSpec:
-    """One job, validated. Durations are float seconds (millisecond precision)."""
+    """One job, validated. Durations are float seconds (millisecond precision). Slotted: a
+    daemon holds one per job of the table (a million of them must fit a host)."""
 
     name: str
     schedule: str
@@ -72,14 +72,17 @@ class JobSpec:
     retry_backoff: float = 10.0  # before the first retry; doubled for each next one
     # at-least-once: an instant whose claimer's session died before its result is run again
     delivery: Delivery = "at-most-once"
-    labels: Mapping[str, str] = field(default=_EMPTY)
-    env: Mapping[str, str] = field(default=_EMPTY)
+    labels: Mapping[str, str] = field(default=EMPTY_MAP)
+    env: Mapping[str, str] = field(default=EMPTY_MAP)
     history: int = 20
     paused: bool = False
     workdir: str | None = None  # absolute; None: the daemon's working directory
     # "function": a Python function registered by the apps that run it (no command, env,
     # workdir); only members that registered it, with this very spec, are given the job
     kind: Kind = "command"
+    # computed once, when first asked (not part of the job: never compared or copied)
+    _schedule: Schedule | None = field(default=None, init=False, repr=False, compare=False)
+    _content_hash: str | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         job = self.name if isinstance(self.name, str) else None
@@ -181,17 +184,25 @@ class JobSpec:
             )
         return None
 
-    @cached_property
+    @property
     def schedule_obj(self) -> Schedule:
         """The parsed schedule in the job's time zone."""
-        return Schedule.parse(self.schedule, self.timezone)
+        schedule = self._schedule
+        if schedule is None:
+            schedule = Schedule.parse(self.schedule, self.timezone)
+            object.__setattr__(self, "_schedule", schedule)
+        return schedule
 
-    @cached_property
+    @property
     def content_hash(self) -> str:
         """First 16 hex digits of the SHA-256 of canonical_json(self)."""
-        return hashlib.sha256(canonical_json(self)).hexdigest()[:16]
+        digest = self._content_hash
+        if digest is None:
+            digest = hashlib.sha256(canonical_json(self)).hexdigest()[:16]
+            object.__setattr__(self, "_content_hash", digest)
+        return digest
 
-    @cached_property
+    @property
     def definition_hash(self) -> str:
         """`content_hash` with `paused` left out (as if not paused): what an app member
         advertises for a function job it registered, so that `zksched jobs pause` and
