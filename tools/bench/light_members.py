@@ -224,7 +224,11 @@ class Swarm:
 
     def start(self, member_ids: list[str]) -> None:
         """Start and register every member, then let each read the folder once."""
-        ensure_paths(self._first_client(member_ids), [self.paths.members], 30)
+        for member_id in member_ids:
+            self.members[member_id] = LightMember(self, member_id)
+        first = self.members[member_ids[0]].client
+        first.start(60)
+        ensure_paths(first, [self.paths.members], 30)
         pending = {m.member_id: m.client.start_async() for m in self.members.values()}
         for member_id, started in pending.items():
             started.wait(60)
@@ -240,13 +244,6 @@ class Swarm:
             if time.monotonic() > deadline:
                 raise RuntimeError("light members did not all read each other in 600 s")
             time.sleep(0.05)
-
-    def _first_client(self, member_ids: list[str]) -> KazooClient:
-        for member_id in member_ids:
-            self.members[member_id] = LightMember(self, member_id)
-        first = next(iter(self.members.values())).client
-        first.start(60)
-        return first
 
     def join(self, member_id: str) -> dict[str, Any]:
         if member_id in self.members:
