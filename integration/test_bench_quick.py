@@ -19,6 +19,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 BENCHMARKS = [
     "functions",  # the longest first: three at a time
+    "members",
     "owners",
     "fire-delay",
     "failover",
@@ -99,6 +100,33 @@ def test_quick_scale_fires_the_whole_burst(quick_results: dict[str, Any]) -> Non
     assert burst["burst_delay_ms"] == row["burst_delay_ms"]
     assert burst["floor_ms"]["count"] == row["burst"]
     assert burst["p99_to_floor"] > 0
+
+
+def test_quick_members_settles_each_change_and_loses_nothing(quick_results: dict[str, Any]) -> None:
+    results = quick_results["members"][1]["results"]
+    assert [r["zookeeper"] for r in results["rows"]] == ["standalone", "ensemble"]
+    for row in results["rows"]:
+        assert [c["kind"] for c in row["changes"]] == ["leave", "join"]
+        light = row["members"] - row["full"]
+        for change in row["changes"]:
+            assert change["complete"], change
+            assert change["moved"] > 0
+            # every light member was told, and read the folder again
+            assert change["light"]["counts"]["watch notifications"] >= light - 1
+            assert change["light"]["all_read_s"] is not None
+            for daemon in change["full"].values():
+                assert daemon["seen_s"] is not None
+                # what each full daemon took and dropped is what the change moves
+                assert (daemon["taken"], daemon["dropped"]) == (
+                    daemon["expected_taken"],
+                    daemon["expected_dropped"],
+                )
+        rolling = row["rolling"]
+        assert len(rolling["restarts"]) == row["full"]
+        every = rolling["catchup_all"]
+        assert every["instants"] > 0
+        assert every["lost"] == every["doubled"] == 0, every
+        assert rolling["catchup_latest"]["doubled"] == 0
 
 
 def test_quick_profile_names_the_phases(quick_results: dict[str, Any]) -> None:

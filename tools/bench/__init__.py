@@ -18,6 +18,9 @@ One module per benchmark family:
     fire_profile where the time on the fire path goes (`profile`: phases, cProfile)
     spawn_floor  the machine's own limit for a burst: `true`s started by plain Python loops
     functions    function jobs in apps (zksched.Cluster) vs APScheduler 3; requests; throughput
+    members      membership changes among many members: light ones in one helper process
+                 (light_members), full daemons measured (members_rig: ZooKeeper, the helper,
+                 the benchmark's own owner table; members_rolling: a rolling restart)
 
 The cluster benchmarks (fire-delay to spawn-floor) start their own ZooKeeper and members
 through `cluster`; their members are `zksched run` subprocesses logging JSON (their `fire`

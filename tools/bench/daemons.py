@@ -50,9 +50,11 @@ def zookeeper_cpu_seconds(zk: str) -> float:
 
 
 def job_table(jobs: Mapping[str, Mapping[str, Any]]) -> str:
-    """TOML for `jobs apply`: values are strings, lists of strings or integers."""
+    """TOML for `jobs apply`: values are strings, lists of strings, integers or tables."""
 
     def value(v: Any) -> str:
+        if isinstance(v, dict):  # an inline table: `labels = {"bench" = "full"}`
+            return "{" + ", ".join(f"{json.dumps(k)} = {value(x)}" for k, x in v.items()) + "}"
         if isinstance(v, list):
             return "[" + ", ".join(json.dumps(x) for x in v) + "]"
         if isinstance(v, bool):
