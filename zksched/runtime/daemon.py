@@ -20,6 +20,7 @@ from zksched.runtime.clock import Clock
 from zksched.runtime.fire.engine import FireEngine
 from zksched.runtime.fire.run_actions import FireSettings
 from zksched.runtime.gcsteward import GcSteward
+from zksched.runtime.host import ThreadHost
 from zksched.runtime.membership.clockprobe import ClockProbe
 from zksched.runtime.membership.cluster_membership import ClusterMembership
 from zksched.runtime.membership.job_watch import JobsSnapshot, JobTableWatcher
@@ -32,9 +33,9 @@ from zksched.runtime.status.daemon_status import DaemonStatus
 from zksched.runtime.status.http import HttpEndpoint
 from zksched.runtime.status.source import CatchupObserver, FireObserver, SkipObserver
 from zksched.zk.connection import ZkSettings, close_quietly, make_client
+from zksched.zk.fire_stores import ZkFireStores
 from zksched.zk.handler import session_timeout_of
 from zksched.zk.paths import ClusterPaths
-from zksched.zk.triggers import Triggers
 
 log = logging.getLogger(__name__)
 
@@ -115,9 +116,7 @@ class Daemon:
             else FunctionRunner({n: f for n, (_, f) in functions.items()}, config.concurrency)
         )
         self.engine = FireEngine(
-            self.client,
-            self.paths,
-            self.cluster,
+            ZkFireStores(self.client, self.paths, config.member_id, call_timeout),
             runner,
             self.skips,
             FireSettings(
@@ -128,10 +127,10 @@ class Daemon:
                 allowed_commands=config.allowed_commands,
                 concurrency=config.concurrency,
             ),
-            self.clock,
-            take_trigger=Triggers(self.client, self.paths, call_timeout).take,
+            ThreadHost(self.clock),
             functions=self.functions,
         )
+        self.cluster.add_session_loss_listener(self.engine.session_lost)
         self.jobs = JobTableWatcher(
             self.client,
             self.paths,

@@ -1,3 +1,5 @@
 """The fire shell: the thread that runs the fire core (`FireEngine`) and carries out its
 actions: ZooKeeper work (`ZkActions`: claims, leases, history, results, skip records) and
-runs (`RunActions`: starts and stops through `zksched.runtime.run`)."""
+runs (`RunActions`: starts and stops through `zksched.runtime.run`). What it needs of the
+world comes in as interfaces: ZooKeeper as `FireStores` (`stores.py`), commands as a
+`Runner`, threads, queue and clock as a `Host` (`zksched.runtime.host`)."""

@@ -13,7 +13,7 @@ from zksched.core.fire import model as m
 from zksched.core.firekey import format_utc, parse_utc
 from zksched.runtime.fire.pruning import HistoryPruner
 from zksched.runtime.fire.redelivery import RedeliveryIO
-from zksched.zk.claims import FireClaims
+from zksched.runtime.fire.stores import FireStore
 
 log = logging.getLogger("zksched.fire")
 
@@ -21,7 +21,7 @@ log = logging.getLogger("zksched.fire")
 class HistoryReads:
     def __init__(
         self,
-        claims: FireClaims,
+        claims: FireStore,
         pruner: HistoryPruner,
         post: Callable[[str, m.JobEvent], None],
         redelivery: RedeliveryIO | None = None,

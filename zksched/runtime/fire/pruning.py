@@ -25,7 +25,7 @@ from zksched.core.fire.model import FUTURE_MARGIN
 from zksched.core.firekey import format_utc
 from zksched.core.jobspec import JobSpec
 from zksched.runtime.clock import Clock
-from zksched.zk.claims import FireClaims
+from zksched.runtime.fire.stores import FireStore
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ def prune_victims(instants: list[str], keep: int, now: float, min_age: float) ->
 class HistoryPruner:
     def __init__(
         self,
-        claims: FireClaims,
+        claims: FireStore,
         clock: Clock,
         known_final: Callable[[str, str], bool] = lambda _job, _instant: True,
     ) -> None:

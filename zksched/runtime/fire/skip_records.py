@@ -8,15 +8,14 @@ import logging
 import uuid
 from collections.abc import Callable
 
-from kazoo.client import KazooClient
-
 from zksched.core.fire import model as m
 from zksched.core.firekey import format_utc
 from zksched.core.firerecord import FireRecord
 from zksched.runtime.clock import Clock
 from zksched.runtime.fire.pruning import HistoryPruner
+from zksched.runtime.fire.stores import FireStore
 from zksched.runtime.fire.tuning import SKIP_RECORD_TRIES
-from zksched.zk.claims import Claimed, FireClaims
+from zksched.zk.claims import Claimed
 
 log = logging.getLogger("zksched.fire")
 
@@ -24,14 +23,14 @@ log = logging.getLogger("zksched.fire")
 class SkipRecords:
     def __init__(
         self,
-        client: KazooClient,
-        claims: FireClaims,
+        connected: Callable[[], bool],
+        claims: FireStore,
         pruner: HistoryPruner,
         member_id: str,
         clock: Clock,
         submit: Callable[..., None],
     ) -> None:
-        self._client = client
+        self._connected = connected
         self._claims = claims
         self._pruner = pruner
         self._member_id = member_id
@@ -61,7 +60,7 @@ class SkipRecords:
             if isinstance(self._claims.claim(record), Claimed):  # else: it has its record
                 self._pruner.note(record.job, record.scheduled)
         except Exception as exc:
-            if tries > 1 and self._client.connected:
+            if tries > 1 and self._connected():
                 self._submit(self._create, record, tries - 1)
             else:
                 log.warning("could not record the skip of %s (%s)", record.fire_key, exc)
