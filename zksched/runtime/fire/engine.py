@@ -30,7 +30,6 @@ from zksched.core.fire.member import MemberFireCore
 from zksched.core.firekey import fire_key, parse_utc
 from zksched.core.jobspec import JobSpec
 from zksched.core.owners import command_refusal
-from zksched.runtime.fire.attempts import AttemptLog, after_claim
 from zksched.runtime.fire.run_actions import CoreCall, FireSettings, RunActions
 from zksched.runtime.fire.stores import FireStores
 from zksched.runtime.fire.tuning import CHORES_INTERVAL, STEPS_PER_TURN
@@ -39,6 +38,7 @@ from zksched.runtime.host import Host, Inbox
 from zksched.runtime.membership.job_watch import JobsSnapshot, Trigger
 from zksched.runtime.membership.trigger_intake import TriggerIntake
 from zksched.runtime.membership.view import ClusterView
+from zksched.runtime.run.attempts import AttemptLog, after_claim
 from zksched.runtime.run.functions import FunctionRunner
 from zksched.runtime.run.runner import Runner
 from zksched.runtime.skips import SkipLog
