@@ -1,10 +1,13 @@
 """Skip records: an instant the fire core decided not to run (or a range of them, after an
 outage) gets a record of its own, created like a claim: the create is the gate, so an
-instant that has a record already (run, or claimed elsewhere) keeps it."""
+instant that has a record already (run, or claimed elsewhere) keeps it. Like a result, a
+skip record is written until it lands: one that fails while the connection is down is kept
+and tried again once connected (else its instants would be left without a record)."""
 
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 from collections.abc import Callable
 
@@ -36,6 +39,8 @@ class SkipRecords:
         self._member_id = member_id
         self._clock = clock
         self._submit = submit
+        self._mutex = threading.Lock()
+        self._kept: list[FireRecord] = []  # not recorded yet: tried again once connected
 
     def record(self, action: m.RecordSkip, session: int) -> None:
         extra = {}
@@ -62,5 +67,18 @@ class SkipRecords:
         except Exception as exc:
             if tries > 1 and self._connected():
                 self._submit(self._create, record, tries - 1)
-            else:
-                log.warning("could not record the skip of %s (%s)", record.fire_key, exc)
+                return
+            log.warning("could not record the skip of %s yet (%s)", record.fire_key, exc)
+            with self._mutex:
+                self._kept.append(record)
+
+    def kept(self) -> bool:
+        with self._mutex:
+            return bool(self._kept)
+
+    def retry(self) -> None:
+        """Try again the skip records kept (called while connected)."""
+        with self._mutex:
+            records, self._kept = self._kept, []
+        for record in records:
+            self._submit(self._create, record, SKIP_RECORD_TRIES)

@@ -118,6 +118,15 @@ class ZkActions:
         return record
 
     def _claim_batch(self, claims: list[m.Claim], session: int) -> None:
+        # a transaction's claims share its zxid, their fencing token: one claim of a job
+        # in it, the job's later instants claimed after it, in order (larger tokens)
+        first: dict[str, m.Claim] = {}
+        again = [c for c in claims if first.setdefault(c.job, c) is not c]
+        self._claim_together(list(first.values()), session)
+        for claim in again:
+            self._claim_one(claim, session)
+
+    def _claim_together(self, claims: list[m.Claim], session: int) -> None:
         if len(claims) == 1:
             self._claim_one(claims[0], session)
             return
@@ -341,11 +350,13 @@ class ZkActions:
             self._unwritten.append((claimed, record, record.job, parse_utc(record.scheduled)))
 
     def flush_unwritten(self) -> None:
-        """Write again the results that could not be written (called while connected)."""
+        """Write again the results and skip records that could not be written (called
+        while connected)."""
         with self._mutex:
             pending, self._unwritten = self._unwritten, []
         for claimed, record, _, _ in pending:
             self._write_one(claimed, record)
+        self.skips.retry()
 
     def record_skip(self, action: m.RecordSkip, session: int) -> None:
         self.skips.record(action, session)
@@ -378,7 +389,7 @@ class ZkActions:
     def has_chores(self) -> bool:
         with self._mutex:
             unwritten = bool(self._unwritten)
-        return unwritten or self.leases.has_chores()
+        return unwritten or self.skips.kept() or self.leases.has_chores()
 
     # -- life ---------------------------------------------------------------------------------
 
