@@ -1,6 +1,6 @@
 """The fire shell's ZooKeeper work (`ZkActions`, runtime/fire/zk_actions.py) against stores of
 its own (`FireStores`, runtime/fire/stores.py), its pools run inline: two findings of the
-simulator running the production shell (`scripts/simulate`, seeds 205 and 585)."""
+simulator running the production shell (`scripts/simulate`, seeds 205, 585 and 61)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from kazoo.exceptions import ConnectionLoss
 
 from zksched.core.fire import model as m
 from zksched.core.firerecord import FireRecord
+from zksched.core.jobspec import JobSpec
 from zksched.runtime.clock import Clock
 from zksched.runtime.fire.zk_actions import ZkActions
 from zksched.zk.claims import Claimed
@@ -70,19 +71,37 @@ class Claims:
     def claim(self, record: FireRecord) -> Claimed:
         return self._apply([record])[0]
 
+    def claim_late(self, record: FireRecord, marker: str | None = None) -> Claimed:
+        return self._apply([record])[0]
+
     def claim_batches(self, batches: list[list[FireRecord]]) -> list[list[Claimed]]:
         return [self._apply(batch) for batch in batches]
 
 
 class Redelivery:
+    def __init__(self, claims: Claims) -> None:
+        self._claims = claims
+
     def known_final(self, job: str, instant: str) -> bool:
+        return True
+
+    def ensure_folder(self, job: str) -> None:
+        return None
+
+    def marker(self, record: FireRecord) -> str:
+        return f"live/{record.fire_key}@{record.nonce}"
+
+    def complete(self, claimed: Claimed, record: FireRecord) -> bool:
+        if self._claims.down:
+            raise ConnectionLoss()
+        self._claims.records[record.fire_key] = record
         return True
 
 
 class Stores:
     def __init__(self) -> None:
         self.claims = Claims()
-        self.redelivery = Redelivery()
+        self.redelivery = Redelivery(self.claims)
         self.leases = self.triggers = None
         self.up = True
 
@@ -90,13 +109,14 @@ class Stores:
         return self.up
 
 
-def shell() -> tuple[ZkActions, Stores, list[tuple[str, m.JobEvent]]]:
+def shell(**delivery: Any) -> tuple[ZkActions, Stores, list[tuple[str, m.JobEvent]]]:
     stores, posted = Stores(), []
     actions = ZkActions(
         stores,  # type: ignore[arg-type]
         "m-1",
         InlineHost(),  # type: ignore[arg-type]
         lambda job, event: posted.append((job, event)),
+        lambda job: JobSpec(name=job, schedule="* * * * *", command=("true",), **delivery),
     )
     return actions, stores, posted
 
@@ -138,3 +158,19 @@ def test_a_skip_record_that_fails_while_disconnected_is_recorded_once_connected(
     actions.flush_unwritten()  # the engine's chores, once connected
     assert stores.claims.records["a@2026-03-01T00:00:09Z"].state == "skipped"
     assert not actions.has_chores()
+
+
+def test_an_at_least_once_result_written_after_a_lost_connection_is_reported_then() -> None:
+    """Its write failed on the connection: kept and written later, but never reported, so
+    the fire stayed in hand and the member never ran its orphan again (seed 61: `[lost]
+    ... orphaned by session 49 ..., never run again`)."""
+    actions, stores, posted = shell(delivery="at-least-once")
+    actions.claim([m.Claim("a", at(1), "scheduled", late=True)], session=7)
+    assert any(isinstance(e, m.ClaimAnswered) for _, e in posted)
+    stores.claims.down = True
+    actions.write_result(m.WriteResult("a", at(1), "ok"))
+    assert not [e for _, e in posted if isinstance(e, m.ResultWritten)]  # not written yet
+    stores.claims.down = False
+    actions.flush_unwritten()
+    assert stores.claims.records["a@2026-03-01T00:00:01Z"].state == "ok"
+    assert [e for _, e in posted if isinstance(e, m.ResultWritten)] == [m.ResultWritten(at(1))]

@@ -27,7 +27,7 @@ from datetime import datetime
 from typing import Any
 
 from zksched.core.fire import model as m
-from zksched.core.firekey import FireId, format_utc, parse_utc
+from zksched.core.firekey import FireId, format_utc
 from zksched.core.firerecord import FireRecord
 from zksched.core.jobspec import JobSpec
 from zksched.runtime.fire.history import HistoryReads
@@ -71,7 +71,8 @@ class ZkActions:
         self._mutex = threading.Lock()
         self._records: dict[FireId, FireRecord] = {}  # our claim attempts in flight
         self._claimed: dict[FireId, Claimed] = {}  # our claims, until their result is written
-        self._unwritten: list[tuple[Claimed, FireRecord, str, datetime]] = []
+        # results to write again, each with what to do once written (None: done already)
+        self._unwritten: list[tuple[Claimed, FireRecord, Callable[[], None] | None]] = []
         lockers = host.pool("zksched-lock", LOCK_THREADS)
         self.leases = LeaseIO(stores.leases, lockers, post, self.history.holder_runs)
         self.skips = SkipRecords(
@@ -326,10 +327,14 @@ class ZkActions:
     def _write_with_marker(
         self, claimed: Claimed, record: FireRecord, written: Callable[[], None]
     ) -> None:
-        if self._write_one(claimed, record):
+        # the job's lease goes back once its result is written: reported then, whenever
+        if self._write_one(claimed, record, then=written):
             written()
 
-    def _write_one(self, claimed: Claimed, record: FireRecord) -> bool:
+    def _write_one(
+        self, claimed: Claimed, record: FireRecord, then: Callable[[], None] | None = None
+    ) -> bool:
+        """Write one result; False: kept (with `then`) and written again once connected."""
         try:
             if self._at_least_once(record.job):
                 self.redelivery.complete(claimed, record)  # with its live marker's delete
@@ -341,21 +346,24 @@ class ZkActions:
                 record.fire_key,
                 type(exc).__name__,
             )
-            self._keep_unwritten(claimed, record)
+            self._keep_unwritten(claimed, record, then)
             return False
         return True
 
-    def _keep_unwritten(self, claimed: Claimed, record: FireRecord) -> None:
+    def _keep_unwritten(
+        self, claimed: Claimed, record: FireRecord, then: Callable[[], None] | None = None
+    ) -> None:
         with self._mutex:
-            self._unwritten.append((claimed, record, record.job, parse_utc(record.scheduled)))
+            self._unwritten.append((claimed, record, then))
 
     def flush_unwritten(self) -> None:
         """Write again the results and skip records that could not be written (called
         while connected)."""
         with self._mutex:
             pending, self._unwritten = self._unwritten, []
-        for claimed, record, _, _ in pending:
-            self._write_one(claimed, record)
+        for claimed, record, then in pending:
+            if self._write_one(claimed, record, then) and then is not None:
+                then()
         self.skips.retry()
 
     def record_skip(self, action: m.RecordSkip, session: int) -> None:
