@@ -130,8 +130,9 @@ def _retry_after_success(
     return bool(_ORIGINAL["_retry_later"](self, fire, "failed" if status == "ok" else status, now))
 
 
-def _orphans_ignored(self: JobFireMachine, orphans: Any, limit: datetime) -> None:
+def _orphans_ignored(self: JobFireMachine, orphans: Any, limit: datetime) -> list[datetime]:
     """Orphaned claims of at-least-once jobs are never run again (at most once for all)."""
+    return []
 
 
 # -- the fire shell --------------------------------------------------------------------------

@@ -65,6 +65,8 @@ def test_a_planted_bug_is_caught(name: str) -> None:
     outcomes = run_many(range(40), 10.0, WORKERS, plant=name, stop_on_first=True)
     caught = [o for o in outcomes if o.violations]
     assert caught, f"{name} went unnoticed over {len(outcomes)} seeds"
+    # by a guarantee's check: an exception would say the planting itself is broken
+    assert any(not v.startswith("[exception]") for v in caught[0].violations), caught[0]
 
 
 def test_bugs_are_planted_in_the_production_shell_too() -> None:

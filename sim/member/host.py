@@ -68,17 +68,17 @@ def kazoo_error(error: ZkError) -> Exception:
 class SimClock(Clock):
     """A member's clock: simulated time plus its skew."""
 
-    _world: World
+    world: World
 
     def __init__(self, world: World, skew: float) -> None:
         super().__init__(skew)
-        object.__setattr__(self, "_world", world)
+        object.__setattr__(self, "world", world)
 
     def now(self) -> float:
-        return self._world.t + self.offset
+        return self.world.t + self.offset
 
     def monotonic(self) -> float:
-        return self._world.t
+        return self.world.t
 
 
 @dataclass
@@ -102,10 +102,9 @@ class SimHost:
 
     def __init__(self, member: MemberBase, start_delay: Callable[[], float]) -> None:
         self._member = member
-        self._world = member.world
+        self.world = member.world
         self._clock = SimClock(member.world, member.skew)
         self._start_delay = start_delay
-        self.world = member.world
         self.current: Request | None = None  # the job running now
         self.queue = SimInbox(self)
         self._turn_due = False
@@ -140,7 +139,7 @@ class SimHost:
         if self.current is not None:
             self.current.then.append((fn, args))
             return
-        member, world = self._member, self._world
+        member, world = self._member, self.world
         if not member.alive:
             return
         world.requests += 1
@@ -152,7 +151,7 @@ class SimHost:
             world.at(world.t + CALL_TIMEOUT, self._run, job, fn, args)
 
     def _run(self, job: Request, fn: Callable[..., object], args: tuple[Any, ...]) -> None:
-        member, world = self._member, self._world
+        member, world = self._member, self.world
         job.first_only = not member.alive
         job.reply_at = world.t if job.cut else world.reply(member)
         self.current = job
@@ -183,16 +182,16 @@ class SimHost:
         thread, answered at once). Raises kazoo's errors, as the daemon's calls do."""
         job = self.current
         if job is None:
-            job = Request(self._member.session, self._world.t, self._world.t)
+            job = Request(self._member.session, self.world.t, self.world.t)
             try:
                 return self._call(job, apply)
             finally:
                 if job.expired or job.heard:
-                    self._world.after(0.0, self._answered, job)
+                    self.world.after(0.0, self._answered, job)
         return self._call(job, apply)
 
     def _call(self, job: Request, apply: Callable[[ZkModel, int], T]) -> T:
-        world, member = self._world, self._member
+        world, member = self.world, self._member
         if job.first_only and job.calls:
             raise kz.ConnectionLoss()
         job.calls += 1
@@ -210,7 +209,10 @@ class SimHost:
             error = exc
         finally:
             world.deliver_events()
-        if not world.reachable(member, job.reply_at) or world.rng.random() < world.net.lost_reply:
+        if not world.reachable(member, job.reply_at):
+            job.cut = True  # cut off before its reply came: known after the call timeout
+            raise kz.ConnectionLoss()
+        if world.rng.random() < world.net.lost_reply:
             raise kz.ConnectionLoss()  # its reply is lost (whatever it did stays done)
         job.heard = True
         if error is not None:
@@ -225,7 +227,7 @@ class SimHost:
     # -- starts -----------------------------------------------------------------------------
 
     def _start(self, fn: Callable[..., object], *args: Any) -> None:
-        self._world.after(self._start_delay(), self._started, fn, args)
+        self.world.after(self._start_delay(), self._started, fn, args)
 
     def _started(self, fn: Callable[..., object], args: tuple[Any, ...]) -> None:
         if self._member.alive:  # else: killed between its claim and its start
@@ -236,7 +238,7 @@ class SimHost:
     def wake(self) -> None:
         if not self._turn_due:
             self._turn_due = True
-            self._world.after(0.0, self.turn)
+            self.world.after(0.0, self.turn)
 
     def turn(self) -> None:
         self._turn_due = False
@@ -249,9 +251,9 @@ class SimHost:
         due = member.engine.next_due()
         if due is not None:
             at = due - member.skew + 1e-6  # the member's clock, read back, reaches `due`
-            if at < self._timer_at or self._timer_at <= self._world.t:
+            if at < self._timer_at or self._timer_at <= self.world.t:
                 self._timer_at = at
-                self._world.at(at, self._timer, at)
+                self.world.at(at, self._timer, at)
 
     def _timer(self, at: float) -> None:
         if at == self._timer_at:
@@ -263,7 +265,7 @@ class SimHost:
         nodes left to retry)."""
         if self._member.alive:
             self.turn()
-            self._world.after(CHORES_EVERY, self.beat)
+            self.world.after(CHORES_EVERY, self.beat)
 
 
 class _Pool:
