@@ -4,7 +4,7 @@
     answers from ZooKeeper (zk_actions.py) ──────────┼─> queue -> core (zksched/core/fire)
     command starts and exits (run_actions.py) ───────┘                 │
             timers <── SetTimer   Claim, TakeLease, ... ──> ZkActions     │
-                                  Start, Terminate ──────> CommandRunner
+                                  Start, Terminate ──────> RunActions (a Runner)
                                   RecordAttempt ─────────> AttemptLog, ZkActions
                                   Skip, Warn ────────────> SkipLog, log
 

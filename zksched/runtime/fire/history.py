@@ -1,4 +1,4 @@
-"""What the fire core reads of a job's history, on a pool thread (fire_io.py submits): the
+"""What the fire core reads of a job's history, on a pool thread (zk_actions.py submits): the
 instants of its records and its pruning horizon (to plan a catch-up), the skip ranges of
 chosen records, and whether its newest record says a run is going. Each answer is posted
 back as an event; a failed read is an answer too (`ok=False`), never an exception."""
