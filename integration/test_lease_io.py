@@ -1,6 +1,7 @@
 """The fire shell's lease and folder work against a real server (zksched/runtime/fire/leases.py,
-fire_io.py): first fires' folders made together before their leases, and leases given back
-together deleted in one transaction, each node still deleted when one of them is gone."""
+zk_actions.py; zksched/zk/leases.py): first fires' folders made together before their leases,
+and leases given back together deleted in one transaction, each node still deleted when one
+of them is gone."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from tools.bench.zk_requests import RequestCounter
 from zksched.core.fire import model as m
 from zksched.core.jobspec import JobSpec
 from zksched.runtime.clock import Clock
-from zksched.runtime.fire.zk_actions import ZkActions, ZkActionsSettings
+from zksched.runtime.fire.zk_actions import ZkActions
+from zksched.runtime.host import ThreadHost
+from zksched.zk.fire_stores import ZkFireStores
 from zksched.zk.paths import ClusterPaths
 
 JOBS = [f"job-{i}" for i in range(5)]
@@ -44,9 +47,8 @@ class Answers:
 
 
 def fire_io(client: KazooClient, client_id: str, answers: Answers) -> ZkActions:
-    return ZkActions(
-        client, ClusterPaths(client_id), ZkActionsSettings(client_id, "m-1"), Clock(), answers.post
-    )
+    stores = ZkFireStores(client, ClusterPaths(client_id), "m-1", 3.0)
+    return ZkActions(stores, "m-1", ThreadHost(Clock()), answers.post)
 
 
 Taken = tuple[ZkActions, KazooClient, Answers]

@@ -1,8 +1,9 @@
-"""Bugs planted in the fire core on purpose, to show that the simulator catches them.
+"""Bugs planted on purpose, to show that the simulator catches them: in the fire core (one
+decision of `JobFireMachine`) and in the production fire shell (`ZkActions`, `LeaseIO`).
 
-Each planting patches one decision of `JobFireMachine` for as long as its context lasts (in
-the process that runs the simulation). `scripts/simulate --plant NAME` runs seeds with it
-until a seed fails, and prints the seed and the violation.
+Each planting patches its class for as long as its context lasts (in the process that runs
+the simulation); nothing in zksched knows of them. `scripts/simulate --plant NAME` runs
+seeds with it until a seed fails, and prints the seed and the violation.
 """
 
 from __future__ import annotations
@@ -14,9 +15,15 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
 
+from sim.records import record_at
 from zksched.core.fire import model as m
 from zksched.core.fire.job import FireInProgress, JobFireMachine
 from zksched.core.fire.stages import FireStage, Step
+from zksched.runtime.fire.leases import LeaseIO
+from zksched.runtime.fire.stores import HeldLease
+from zksched.runtime.fire.zk_actions import ZkActions
+from zksched.zk.claims import AlreadyClaimed, Claimed
+from zksched.zk.locks import LockAttempt
 
 
 def _catchup_without_claim(self: JobFireMachine, fire: FireInProgress, now: float) -> None:
@@ -123,9 +130,54 @@ def _retry_after_success(
     return bool(_ORIGINAL["_retry_later"](self, fire, "failed" if status == "ok" else status, now))
 
 
-def _orphans_ignored(self: JobFireMachine, orphans: Any, limit: datetime) -> None:
+def _orphans_ignored(self: JobFireMachine, orphans: Any, limit: datetime) -> list[datetime]:
     """Orphaned claims of at-least-once jobs are never run again (at most once for all)."""
+    return []
 
+
+# -- the fire shell --------------------------------------------------------------------------
+
+
+def _taken_as_created(
+    self: ZkActions, job: str, instant: datetime, found: Claimed | AlreadyClaimed
+) -> None:
+    """A claim's "taken" answer (another member's record at the instant) is taken for
+    "created": the fire starts under that record."""
+    if isinstance(found, AlreadyClaimed) and found.record is not None:
+        record = found.record
+        token = record.fencing_token or 0
+        found = Claimed(record_at(job, record.scheduled), record, token)
+    _SHELL["_answer"](self, job, instant, found)
+
+
+class _NoLock:
+    def on_lost(self, callback: Callable[[], None] | None) -> None:
+        return None
+
+    def release_ops(self) -> str | None:
+        return None
+
+    def released(self) -> None:
+        return None
+
+
+def _busy_as_taken(
+    self: LeaseIO,
+    job: str,
+    take: int,
+    attempt: LockAttempt,
+    lock: HeldLease | None,
+    holder: str | None,
+    may_leave_orphan: bool,
+) -> None:
+    """A lease take that found another holder is answered "taken": the job runs without
+    its lease, beside the holder's run."""
+    if attempt is LockAttempt.HELD:
+        attempt, lock = LockAttempt.ACQUIRED, _NoLock()
+    _SHELL["_taken"](self, job, take, attempt, lock, holder, may_leave_orphan)
+
+
+_SHELL: dict[str, Callable[..., Any]] = {"_answer": ZkActions._answer, "_taken": LeaseIO._taken}
 
 _ORIGINAL: dict[str, Callable[..., Any]] = {
     name: getattr(JobFireMachine, name)
@@ -139,36 +191,47 @@ _ORIGINAL: dict[str, Callable[..., Any]] = {
     )
 }
 
-PLANTINGS: dict[str, list[tuple[str, Any]]] = {
-    "catchup-without-claim": [("_claim", _catchup_without_claim)],
+Patch = tuple[type, str, Any]  # class, attribute, what replaces it
+J = JobFireMachine
+
+PLANTINGS: dict[str, list[Patch]] = {
+    # the fire core
+    "catchup-without-claim": [(J, "_claim", _catchup_without_claim)],
     "still-running-ignored": [
-        ("holding", property(_holding_ignored)),
-        ("_refuse_start", _runs_ignored),
+        (J, "holding", property(_holding_ignored)),
+        (J, "_refuse_start", _runs_ignored),
     ],
-    "paused-fired": [("_due", _unpaused("_due")), ("_refuse_start", _unpaused("_refuse_start"))],
-    "session-loss-guard-off": [("session_lost", _no_loss_guard)],
-    "lost-reply-as-failure": [("_claim_answered", _lost_reply_is_failure)],
-    "unknown-taken-as-ours": [("_claim_answered", _unknown_taken_as_ours)],
-    "catchup-ignores-window": [("_apply_plan", _catchup_ignores_window)],
-    "plans-before-withdrawals": [("_unsettled", _plans_before_withdrawals)],
-    "retry-past-successor": [("_no_retry", _retry_past_successor)],
-    "retry-after-success": [("_retry_later", _retry_after_success)],
-    "orphans-ignored": [("_queue_reruns", _orphans_ignored)],
+    "paused-fired": [
+        (J, "_due", _unpaused("_due")),
+        (J, "_refuse_start", _unpaused("_refuse_start")),
+    ],
+    "session-loss-guard-off": [(J, "session_lost", _no_loss_guard)],
+    "lost-reply-as-failure": [(J, "_claim_answered", _lost_reply_is_failure)],
+    "unknown-taken-as-ours": [(J, "_claim_answered", _unknown_taken_as_ours)],
+    "catchup-ignores-window": [(J, "_apply_plan", _catchup_ignores_window)],
+    "plans-before-withdrawals": [(J, "_unsettled", _plans_before_withdrawals)],
+    "retry-past-successor": [(J, "_no_retry", _retry_past_successor)],
+    "retry-after-success": [(J, "_retry_later", _retry_after_success)],
+    "orphans-ignored": [(J, "_queue_reruns", _orphans_ignored)],
+    # the fire shell
+    "taken-as-created": [(ZkActions, "_answer", _taken_as_created)],
+    "lease-busy-as-taken": [(LeaseIO, "_taken", _busy_as_taken)],
 }
+SHELL_PLANTINGS = ("taken-as-created", "lease-busy-as-taken")
 
 
 @contextlib.contextmanager
 def planted(name: str) -> Iterator[None]:
     patches = PLANTINGS[name]
     # what the class itself defines (None: inherited from one of its parts)
-    originals = [(attribute, JobFireMachine.__dict__.get(attribute)) for attribute, _ in patches]
-    for attribute, replacement in patches:
-        setattr(JobFireMachine, attribute, replacement)
+    originals = [(cls, attribute, cls.__dict__.get(attribute)) for cls, attribute, _ in patches]
+    for cls, attribute, replacement in patches:
+        setattr(cls, attribute, replacement)
     try:
         yield
     finally:
-        for attribute, original in originals:
+        for cls, attribute, original in originals:
             if original is None:
-                delattr(JobFireMachine, attribute)
+                delattr(cls, attribute)
             else:
-                setattr(JobFireMachine, attribute, original)
+                setattr(cls, attribute, original)

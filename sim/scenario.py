@@ -3,10 +3,11 @@
 A seed decides everything: how many members (3-5) and their clocks' skew, the jobs (every
 second to every minute, skip or allow, each catch-up policy and window, jitter, commands
 shorter or longer than their period), and the faults, one every few seconds until the
-quiet end: crashes, SIGTERMs, short and long partitions, lost and slow replies, ensemble
-outages, job table changes (pause, resume, overlap, schedule, delete, re-add) and
-triggers. The last minute is quiet, so that every catch-up has happened when the checker
-looks. The same seed gives the same run, event for event.
+quiet end: crashes (some right after a claim lands, before its command starts), SIGTERMs,
+short and long partitions, lost and slow replies, ensemble outages, job table changes
+(pause, resume, overlap, schedule, delete, re-add) and triggers. The last minute is quiet,
+so that every catch-up has happened when the checker looks. The same seed gives the same
+run, event for event.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 from sim.checker import Limits, Verdict, check
 from sim.ledger import Ledger, Table
 from sim.member import SimMember
+from sim.shell_log import shell_errors
 from sim.world import EPOCH, World
 from zksched.core.fire import model as m
 from zksched.core.firekey import format_utc
@@ -188,12 +190,16 @@ class SimScenario:
                     break
                 self.world.at(t, self._fault)
         self.world.at(self.end - QUIET + 1.0, self._settle)
-        try:
-            self.world.run_until(self.end)
-        except Exception as exc:  # a bug of the core (an illegal transition, say)
+        with shell_errors(self.world) as logged:
+            try:
+                self.world.run_until(self.end)
+                failed = None
+            except Exception as exc:  # a bug of the simulator's (or one the shell let out)
+                failed = exc
+        if failed is not None:
             verdict = Verdict()
             when = f"t+{self.world.t - EPOCH:.3f}s"
-            verdict.add("exception", type(exc).__name__, None, f"{exc} at {when}")
+            verdict.add("exception", type(failed).__name__, None, f"{failed} at {when}")
             return SimResult(
                 self.config.seed,
                 verdict,
@@ -224,6 +230,8 @@ class SimScenario:
                 self.config.tunables.orphan_interval,
             ),
         )
+        for text in logged.found:  # an exception the shell logged: a bug
+            verdict.add("exception", "shell", None, text)
         return SimResult(
             self.config.seed,
             verdict,
@@ -241,6 +249,7 @@ class SimScenario:
         net.lost_reply = net.slow_reply = 0.0
         net.cut_until.clear()
         for slot, member in enumerate(self.hosts):
+            member.crash_after_claim = False
             if not member.alive:
                 self._boot(slot)
 
@@ -258,12 +267,18 @@ class SimScenario:
                 "outage",
                 "table",
                 "trigger",
+                "claim-crash",
             ),
-            (3, 2, 3, 2, 2, 1, 1, 4, 3),
+            (3, 2, 3, 2, 2, 1, 1, 4, 3, 2),
         )[0]
-        if kind in ("crash", "sigterm", "short-cut", "long-cut") and not live:
+        if kind in ("crash", "sigterm", "short-cut", "long-cut", "claim-crash") and not live:
             return
-        if kind == "crash":
+        if kind == "claim-crash":  # dies right after its next claim lands, before the start
+            slot = rng.choice(live)
+            self.hosts[slot].crash_after_claim = True
+            world.note(self.hosts[slot].name, "armed: crash after the next claim")
+            world.after(1.0, self._claim_crashed, slot, self.hosts[slot], world.t + 10.0)
+        elif kind == "crash":
             slot = rng.choice(live)
             self.hosts[slot].crash()
             world.after(rng.uniform(1.0, 8.0), self._boot, slot)
@@ -288,6 +303,14 @@ class SimScenario:
             self._change_table()
         else:
             self._trigger()
+
+    def _claim_crashed(self, slot: int, member: SimMember, give_up: float) -> None:
+        if not member.alive:
+            self.world.after(self.rng.uniform(1.0, 8.0), self._boot, slot)
+        elif self.world.t >= give_up:
+            member.crash_after_claim = False  # no claim of its landed meanwhile
+        else:
+            self.world.after(1.0, self._claim_crashed, slot, member, give_up)
 
     def _restart(self, slot: int) -> None:
         if not self.hosts[slot].alive:

@@ -89,8 +89,29 @@ class World:
     def up(self) -> bool:
         return self.t >= self.net.outage_until
 
-    def reachable(self, client: Client) -> bool:
-        return self.up() and self.t >= self.net.cut_until.get(client.name, -1.0)
+    def reachable(self, client: Client, at: float | None = None) -> bool:
+        """Whether the client and the ensemble can talk now (or at `at`, as far as the
+        faults set so far say)."""
+        at = self.t if at is None else at
+        return at >= self.net.outage_until and at >= self.net.cut_until.get(client.name, -1.0)
+
+    def arrival(self, client: Client) -> float:
+        """When a request the client sends now reaches the ensemble (in the order sent)."""
+        name = client.name
+        at = self.t + self.rng.uniform(*self.net.latency)
+        at = max(at, self._last_arrival.get(name, 0.0) + 1e-6)
+        self._last_arrival[name] = at
+        return at
+
+    def reply(self, client: Client) -> float:
+        """When a reply the ensemble sends now reaches the client (in the order sent); a
+        slow reply takes 0.1-1 s more."""
+        delay = self.rng.uniform(*self.net.latency)
+        if self.rng.random() < self.net.slow_reply:
+            delay += self.rng.uniform(0.1, 1.0)
+        at = max(self.t + delay, self._last_reply.get(client.name, 0.0) + 1e-6)
+        self._last_reply[client.name] = at
+        return at
 
     def server_tick(self) -> None:
         """Server-side session expiry (not while the ensemble is down: a new leader gives
@@ -99,7 +120,7 @@ class World:
             for session in self.zk.expire_due(self.t):
                 self.expired_at[session] = self.t
                 self.note("zk", f"session {session} expired")
-            self._deliver_events()
+            self.deliver_events()
         self.after(0.1, self.server_tick)
 
     def outage(self, seconds: float) -> None:
@@ -124,14 +145,10 @@ class World:
         `on_reply` gets its result, or the ZkError it raised, or ConnectionLoss."""
         self.requests += 1
         incarnation = client.incarnation
-        rng, net = self.rng, self.net
         if not self.reachable(client):
             self.after(CALL_TIMEOUT, self._reply, client, incarnation, on_reply, ConnectionLoss())
             return
-        name = client.name
-        arrival = max(self.t + rng.uniform(*net.latency), self._last_arrival.get(name, 0.0) + 1e-6)
-        self._last_arrival[name] = arrival
-        self.at(arrival, self._arrive, client, incarnation, session, apply, on_reply)
+        self.at(self.arrival(client), self._arrive, client, incarnation, session, apply, on_reply)
 
     def _arrive(
         self,
@@ -141,7 +158,6 @@ class World:
         apply: Callable[[ZkModel], Any],
         on_reply: Callable[[Any], None],
     ) -> None:
-        rng, net, name = self.rng, self.net, client.name
         result: Any
         if not self.reachable(client):
             result = ConnectionLoss()
@@ -152,15 +168,10 @@ class World:
                 result = apply(self.zk)
             except ZkError as exc:
                 result = exc
-            self._deliver_events()
-            if rng.random() < net.lost_reply:
+            self.deliver_events()
+            if self.rng.random() < self.net.lost_reply:
                 result = ConnectionLoss()
-        delay = rng.uniform(*net.latency)
-        if rng.random() < net.slow_reply:
-            delay += rng.uniform(0.1, 1.0)
-        reply = max(self.t + delay, self._last_reply.get(name, 0.0) + 1e-6)
-        self._last_reply[name] = reply
-        self.at(reply, self._reply_if_reachable, client, incarnation, on_reply, result)
+        self.at(self.reply(client), self._reply_if_reachable, client, incarnation, on_reply, result)
 
     def _reply_if_reachable(
         self, client: Client, incarnation: int, on_reply: Callable[[Any], None], result: Any
@@ -176,7 +187,8 @@ class World:
         if client.incarnation == incarnation:
             on_reply(result)
 
-    def _deliver_events(self) -> None:
+    def deliver_events(self) -> None:
+        """Hand the watch events the ensemble queued to their clients (after a latency)."""
         for session, client in list(self.sessions.items()):
             events = self.zk.take_events(session)
             if not events:

@@ -27,6 +27,7 @@ RANKS: list[tuple[str, int]] = [
     ("zksched.runtime.logs", 2),
     ("zksched.runtime.gcsteward", 2),
     ("zksched.runtime.skips", 2),
+    ("zksched.runtime.host", 2),
     ("zksched.runtime.membership", 3),
     ("zksched.runtime.run", 3),
     ("zksched.runtime.fire", 4),

@@ -1,10 +1,10 @@
-"""The shell's log of a retried fire's earlier attempts (runtime/fire/attempts.py)."""
+"""The shell's log of a retried fire's earlier attempts (runtime/run/attempts.py)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from zksched.runtime.fire.attempts import AttemptLog
+from zksched.runtime.run.attempts import AttemptLog
 from zksched.runtime.run.request import RunResult
 
 FIRE = ("job", datetime(2026, 3, 1, tzinfo=UTC))
@@ -66,7 +66,7 @@ def test_a_fire_claimed_again_keeps_its_abandoned_attempt_first_and_counts_on() 
     """At-least-once: the record of an orphan claimed again starts at attempt 2 and lists the
     abandoned attempt; a retry of it then fails once and passes: attempts 1, 2, 3 in all."""
     from zksched.core.firerecord import FireRecord
-    from zksched.runtime.fire.attempts import after_claim
+    from zksched.runtime.run.attempts import after_claim
 
     claimed = FireRecord(
         job="job",

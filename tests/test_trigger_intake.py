@@ -1,12 +1,12 @@
-"""Which pending triggers a member takes, and in what order (runtime/fire/triggers.py)."""
+"""Which pending triggers a member takes, and in what order (membership/trigger_intake.py)."""
 
 from __future__ import annotations
 
 from concurrent.futures import Future
 from typing import Any
 
-from zksched.runtime.fire.triggers import TriggerIntake
 from zksched.runtime.membership.job_watch import Trigger
+from zksched.runtime.membership.trigger_intake import TriggerIntake
 
 
 def intake(taken: list[str], triggered: list[Trigger]) -> TriggerIntake:

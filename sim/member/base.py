@@ -1,27 +1,53 @@
-"""What the parts of a simulated member share: its state, its clock, its requests, its hooks.
+"""A simulated member's state, and the production fire shell plugged into the simulation.
 
-`SimMember` is made of parts, one concern each, all subclasses of `MemberBase`: the session
-and membership (`session`), carrying out the fire core's actions (`actions`), the job lease
-(`lease`) and the commands (`commands`). The state they share is set up here, and a part
-calls into another only through the hooks declared here.
+The shell is the daemon's own: `FireEngine` with its `ZkActions` and `RunActions`
+(zksched/runtime/fire). What it runs on is the simulator's: ZooKeeper as `SimFireStores`
+(the model, through the network), commands as a `ProcessTable`, threads, queue and clock as
+a `SimHost`, and its fire core a `TracedCore` (the ledger and the trace watch it). The
+member's session and membership (`session.py`) feed the engine its inputs: the cluster
+view, the job table, session loss, triggers.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
-from sim.ledger import Ledger, Run
-from sim.world import ConnectionLoss, World
-from sim.zkmodel import WatchEvent, ZkModel
+from sim.ledger import Ledger
+from sim.member.core import TracedCore
+from sim.member.host import SimHost
+from sim.member.leases import SimLeases
+from sim.member.processes import ProcessTable
+from sim.member.redelivery import SimRedelivery
+from sim.member.store import SimFireClaims
+from sim.member.triggers import SimTriggers
+from sim.world import World
+from sim.zkmodel import WatchEvent
 from zksched.core.fire import model as m
-from zksched.core.fire.member import MemberFireCore
 from zksched.core.jobspec import JobSpec
 from zksched.core.owners import OwnerTable
+from zksched.runtime.fire.engine import FireEngine
+from zksched.runtime.fire.run_actions import FireSettings
+from zksched.runtime.skips import SkipLog
 
-RETRY = 0.5  # a failed write is sent again this long after
+RETRY = 0.5  # a failed membership read or write is sent again this long after
+CONCURRENCY = 10_000  # commands at once: never the limit here (a wait would widen the
+# claim-to-start window the checker allows)
+
+
+class SimFireStores:
+    """The simulator's `FireStores` (zksched/runtime/fire/stores.py), over the model."""
+
+    def __init__(self, host: SimHost, member_id: str) -> None:
+        self._host = host
+        self.claims = SimFireClaims(host)
+        self.redelivery = SimRedelivery(host, self.claims)
+        self.leases = SimLeases(host, member_id)
+        self.triggers = SimTriggers(host, member_id)
+
+    def connected(self) -> bool:
+        return self._host.world.reachable(self._host.member)
 
 
 class MemberBase(ABC):
@@ -41,75 +67,62 @@ class MemberBase(ABC):
         self.world, self.ledger, self.name = world, ledger, name
         self.skew, self.labels, self.timeout = skew, labels, session_timeout
         self.run_of = run_of  # how a run of the job goes: (seconds, exit status)
-        self.core = MemberFireCore(tunables)
+        self.tunables = tunables
         self.incarnation = 0
         self.alive = False
         self.stopping = False
         self.session: int | None = None
-        self.connected = False  # as the core was told
+        self.my_znode: str | None = None
+        self.connected = False  # as the engine was told
         self.lost = False  # the watchdog gave the session up
         self.refreshing = False
         self.last_heard = 0.0
         self.table_version = -1
         self.table: dict[str, tuple[JobSpec, float]] = {}
         self.owners = OwnerTable()
-        self.nonces: dict[tuple[str, datetime], str] = {}
-        self.locks: dict[tuple[str, int], str] = {}  # (job, take) -> our node, once held
-        # (job, take) of takes under way -> their contender node, once created
-        self.taking: dict[tuple[str, int], str | None] = {}
-        self.leftovers: set[str] = set()  # lock nodes to delete once connected
-        self.runs: dict[tuple[str, datetime], Run] = {}
-        self.timers: dict[str, float] = {}
-        self.skips: dict[str, int] = {}
-        self._nonce = 0
+        self.crash_after_claim = False  # a fault armed: die as soon as a claim lands
+        # the shell: the daemon's, on the simulator's host, stores and process table
+        self.core = TracedCore(tunables, self)
+        self.host = SimHost(self, lambda: self.processes.start_delay())
+        self.processes = ProcessTable(self, lambda job, instant: self.core.kinds[(job, instant)])
+        self.stores = SimFireStores(self.host, name)
+        self.engine = FireEngine(
+            self.stores,
+            self.processes,
+            SkipLog(),
+            FireSettings("sim", name, tunables.on_session_loss, concurrency=CONCURRENCY),
+            self.host,
+            core=self.core,
+        )
 
     def now(self) -> float:
         return self.world.t + self.skew
 
-    def _call(self, apply: Callable[[ZkModel], Any], on_reply: Callable[[Any], None]) -> None:
+    def _call(self, apply: Callable[[Any], Any], on_reply: Callable[[Any], None]) -> None:
+        """A membership request (the session's own, not the fire shell's)."""
+
         def heard(result: Any) -> None:
-            if not isinstance(result, ConnectionLoss):
-                self._contact(result)
+            self._contact(result)
             on_reply(result)
 
         self.world.request(self, self.session, apply, heard)
 
-    # -- hooks: each is carried out by one part ----------------------------------------------
+    @abstractmethod
+    def watch_fired(self, event: WatchEvent) -> None:
+        """(session) A watch of our session fired."""
 
     @abstractmethod
     def _contact(self, result: Any) -> None:
-        """(session) A reply came back: the session lives, or turned out to have expired."""
+        """(session) A membership reply came back (or ConnectionLoss)."""
 
     @abstractmethod
-    def watch_fired(self, event: WatchEvent) -> None:
-        """(session) A watch of our session fired: read again what it watched."""
+    def heard(self) -> None:
+        """(session) A reply of the fire shell's came back: the session lives."""
 
     @abstractmethod
-    def _act(self, actions: list[m.Action]) -> None:
-        """(actions) Carry out what the fire core returned."""
+    def session_expired(self) -> None:
+        """(session) A reply of the fire shell's said the session expired."""
 
     @abstractmethod
-    def _event(self, job: str, event: m.JobEvent) -> None:
-        """(actions) Tell the fire core what happened to one of its job's fires."""
-
-    @abstractmethod
-    def _take_lease(self, job: str, take: int, give_up: float) -> None:
-        """(lease) Take the job's lease, waiting for our turn until `give_up`."""
-
-    @abstractmethod
-    def _delete_lock(self, path: str) -> None:
-        """(lease) Delete a contender node of ours, or keep it as a leftover."""
-
-    @abstractmethod
-    def _clear_leftovers(self) -> None:
-        """(lease) Delete the contender nodes left over from a lost connection."""
-
-    @abstractmethod
-    def _start(
-        self, job: str, instant: datetime, kind: str, token: int, attempt: int, incarnation: int
-    ) -> None:
-        """(commands) Start the fire's command, if this incarnation still lives."""
-
-    @abstractmethod
-    def _terminate(self, run: Run, why: str) -> None:
-        """(commands) Kill a running command."""
+    def claim_landed(self) -> None:
+        """A claim of ours came back created (a crash may be armed for that moment)."""

@@ -1,23 +1,31 @@
-"""A simulated member's life, session and membership: what zksched's membership loop does.
+"""A simulated member's life, session and membership: what zksched's daemon and membership
+loop do around the fire shell.
 
-Boot, crash and SIGTERM; a session with a contact watchdog (no reply for T/3: not
-connected; T/2: the session counts as lost); an ephemeral sequential member node; watches on
-members, the job table and triggers, re-read when they fire; and what the fire core is told
-of it all: the cluster view, the job table, session loss, triggers taken.
+Boot, crash and SIGTERM (the daemon's graceful stop, step by step); a session with a
+contact watchdog (no reply for T/3: not connected; T/2: the session counts as lost); an
+ephemeral sequential member node; watches on members, the job table and triggers, re-read
+when they fire; and what the production fire engine is told of it all, as the daemon tells
+it: the cluster view (`ClusterView`), the job table (`JobsSnapshot`), session loss, pending
+triggers.
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from sim.member.base import RETRY, MemberBase
 from sim.world import ConnectionLoss, expired
 from sim.zkmodel import NodeExists, WatchEvent, ZkError, ZkModel
-from zksched.core.fire import model as m
-from zksched.core.fire.member import MemberFireCore
-from zksched.core.jobspec import JobSpec
+from zksched.core.firekey import format_utc
+from zksched.core.jobtable import JobEntry
 from zksched.core.members import Member
 from zksched.core.owners import OwnerTable
+from zksched.runtime.membership.job_watch import JobsSnapshot, Trigger
+from zksched.runtime.membership.view import ClusterView
+
+STOP_RUNS_WAIT = 10.0  # after the grace: terminated commands are waited for this long
+STOP_DRAIN_WAIT = 5.0  # then results still being written
 
 
 class MemberSession(MemberBase):
@@ -27,23 +35,29 @@ class MemberSession(MemberBase):
 
     def boot(self) -> None:
         self.alive, self.stopping, self.lost, self.connected = True, False, False, False
-        self.core = MemberFireCore(self.core.tunables)
         self.last_heard = self.world.t
         self._open_session()
         self._watchdog()
         self._ping()
+        self.host.beat()
 
     def crash(self) -> None:
         """Dies at once: its commands with it, its session left to expire."""
         self.world.note(self.name, "crash")
-        for run in self.runs.values():
-            self.ledger.ended(run, self.world.t, "killed")
+        self.processes.kill_all()
         self._die()
 
+    def claim_landed(self) -> None:
+        if self.crash_after_claim and self.alive:
+            self.crash_after_claim = False
+            self.world.after(0.0001, self.crash)  # before the command can start
+
     def sigterm(self, grace: float) -> None:
+        """The daemon's graceful stop: dispatch nothing more, leave the cluster, let runs
+        finish for `grace` seconds, terminate the rest, write what is left, close."""
         self.world.note(self.name, "sigterm")
         self.stopping = True
-        self._act(self.core.stop(self.now()))
+        self.engine.stop_dispatching()
         if self.session is not None and self.connected:
             session = self.session
 
@@ -53,17 +67,25 @@ class MemberSession(MemberBase):
                         zk.delete(session, path)
 
             self._call(leave, lambda r: None)
-        self.world.after(0.05, self._stop_step, self.world.t + grace)
+        self.world.after(0.05, self._stop_step, self.world.t + grace, False)
 
-    def _stop_step(self, give_up: float) -> None:
+    def _stop_step(self, give_up: float, terminated: bool) -> None:
         if not self.alive:
             return
-        if self.runs and self.world.t >= give_up:
-            for run in self.runs.values():
-                self._terminate(run, "stop grace over")
-        if self.runs or (self.core.busy() and self.world.t < give_up + 2.0):
-            self.world.after(0.05, self._stop_step, give_up)
+        engine, t = self.engine, self.world.t
+        if engine.busy() and t < give_up:
+            self.world.after(0.05, self._stop_step, give_up, terminated)
             return
+        if engine.commands.runs and t < give_up + STOP_RUNS_WAIT:
+            if not terminated:
+                engine.commands.terminate_all("the daemon is stopping")
+            self.world.after(0.05, self._stop_step, give_up, True)
+            return
+        engine.commands.terminating = True
+        if not engine.io.idle() and t < give_up + STOP_RUNS_WAIT + STOP_DRAIN_WAIT:
+            self.world.after(0.05, self._stop_step, give_up, True)
+            return
+        engine.io.flush_unwritten()
         if self.session is not None:
             session = self.session
             self.world.request(self, session, lambda zk: self._close(zk, session), lambda r: None)
@@ -77,13 +99,9 @@ class MemberSession(MemberBase):
     def _die(self) -> None:
         self.ledger.died(self.name, self.world.t)
         self.ledger.link(self.name, self.world.t, False)
-        self.runs.clear()
         self.alive = False
         self.incarnation += 1
         self.session = None
-        self.locks.clear()
-        self.taking.clear()
-        self.leftovers.clear()
 
     # -- the session ----------------------------------------------------------------------
 
@@ -94,7 +112,7 @@ class MemberSession(MemberBase):
             if isinstance(result, ZkError):
                 self.world.after(RETRY, self._open_session)
                 return
-            self.session = result
+            self.session, self.my_znode = result, None
             self.world.sessions[result] = self
             self.last_heard = self.world.t
             self.world.note(self.name, f"session {result}")
@@ -110,7 +128,10 @@ class MemberSession(MemberBase):
             if isinstance(result, ConnectionLoss):
                 # it may have landed: ours are found by their session when we look
                 self.world.after(RETRY, self._register_checked)
-            elif not isinstance(result, ZkError) or isinstance(result, NodeExists):
+            elif not isinstance(result, ZkError):
+                self.my_znode = result.rsplit("/", 1)[1]
+                self._refresh()
+            elif isinstance(result, NodeExists):
                 self._refresh()
 
         self._call(lambda zk: zk.create(session, f"/members/{name}.", b"", True, True, True), done)
@@ -124,6 +145,7 @@ class MemberSession(MemberBase):
             if isinstance(result, ZkError):
                 self.world.after(RETRY, self._register_checked)
             elif result:
+                self.my_znode = result[-1].rsplit("/", 1)[1]
                 self._refresh()
             else:
                 self._register()
@@ -134,23 +156,30 @@ class MemberSession(MemberBase):
 
     def _contact(self, result: Any) -> None:
         if expired(result):
-            if self.session is not None and self.alive and not self.refreshing:
-                self.world.note(self.name, "session expired (told on reconnect)")
-                self._session_gone()
-                self.session = None
-                self._open_session()
-            return
+            self.session_expired()
+        elif not isinstance(result, ConnectionLoss):
+            self.heard()
+
+    def heard(self) -> None:
         self.last_heard = self.world.t
         if not self.connected and not self.refreshing and self.session is not None:
             self._refresh()
 
+    def session_expired(self) -> None:
+        if self.session is not None and self.alive and not self.refreshing:
+            self.world.note(self.name, "session expired (told on reconnect)")
+            self._session_gone()
+            self.session = None
+            self._open_session()
+
     def _session_gone(self) -> None:
         if not self.lost:
-            self._act(self.core.session_lost(self.now()))
+            self.engine.session_lost()
         self.lost, self.connected = True, False
         self.ledger.link(self.name, self.world.t, False)
-        self.locks.clear()
-        self.leftovers.clear()
+
+    def _view(self) -> ClusterView:
+        return ClusterView(self.connected, self.session, self.name, self.my_znode, self.owners)
 
     def _watchdog(self) -> None:
         if not self.alive:
@@ -160,13 +189,11 @@ class MemberSession(MemberBase):
             self.world.note(self.name, "no contact: not connected")
             self.connected = False
             self.ledger.link(self.name, self.world.t, False)
-            self._act(self.core.view_changed(None, self._owns, self.now()))
+            self.engine.update_view(self._view())
         if not self.lost and self.session is not None and silence > self.timeout / 2:
             self.world.note(self.name, "no contact: session treated as lost")
             self.lost = True
-            self._act(self.core.session_lost(self.now()))
-            self.leftovers.update(self.locks.values())
-            self.locks.clear()
+            self.engine.session_lost()
         self.world.after(self.timeout / 12, self._watchdog)
 
     def _ping(self) -> None:
@@ -198,31 +225,32 @@ class MemberSession(MemberBase):
             members, version, triggers = result
             self._set_members(members)
             self._set_table(version)
-            if self.lost and self.leftovers:
-                self._clear_leftovers()
             was = self.connected
             self.connected, self.lost = True, False
             self.ledger.link(self.name, self.world.t, True)
             if not was:
                 self.world.note(self.name, f"connected (session {session})")
-            self._act(self.core.view_changed(session, self._owns, self.now()))
+            self.engine.update_view(self._view())
             self._take_triggers(triggers)
 
         self._call(read, done)
 
     def _set_members(self, names: list[str]) -> None:
-        ids = {n.rsplit(".", 1)[0] for n in names}
         labels = self.ledger.labels
-        self.owners = OwnerTable(Member(i, labels=labels.get(i, {})) for i in sorted(ids))
+        self.owners = OwnerTable(
+            Member(n.rsplit(".", 1)[0], labels=labels.get(n.rsplit(".", 1)[0], {}), znode=n)
+            for n in names
+        )
 
     def _set_table(self, version: int) -> None:
         if version != self.table_version:
             self.table_version = version
             self.table = self.ledger.tables[version]
-            self._act(self.core.table_changed(self.table, self.now()))
-
-    def _owns(self, job: str, spec: JobSpec) -> bool:
-        return self.owners.owner(job, spec.labels) == self.name
+            entries = {
+                name: JobEntry(name, spec, None, format_utc(datetime.fromtimestamp(at, UTC)))
+                for name, (spec, at) in self.table.items()
+            }
+            self.engine.update_jobs(JobsSnapshot(version, entries))
 
     def watch_fired(self, event: WatchEvent) -> None:
         # also while the watchdog has us "not connected": the session is fine, and a watch
@@ -230,7 +258,9 @@ class MemberSession(MemberBase):
         if not self.alive or self.session is None:
             return
         session = self.session
-        if event.path == "/members":
+        if event.path.startswith("/locks/"):
+            self.stores.leases.watch_fired(event)
+        elif event.path == "/members":
             self._call(
                 lambda zk: zk.get_children(session, "/members", watch=True), self._members_read
             )
@@ -256,7 +286,7 @@ class MemberSession(MemberBase):
             return
         self._set_members(result)
         if self.connected:
-            self._act(self.core.view_changed(self.session, self._owns, self.now()))
+            self.engine.update_view(self._view())
 
     def _table_read(self, result: Any) -> None:
         if isinstance(result, ZkError):
@@ -270,23 +300,4 @@ class MemberSession(MemberBase):
             if not expired(result):
                 self.world.after(RETRY, self._reread, "/triggers")
             return
-        if not self.connected:
-            return
-        for node in result:
-            job = node.rsplit(".", 1)[0]
-            entry = self.table.get(job)
-            if entry is None or not self._owns(job, entry[0]):
-                continue
-            self._take_trigger(job, node)
-
-    def _take_trigger(self, job: str, node: str) -> None:
-        """Deleting the trigger's node takes it: one member does."""
-        session = self.session or 0
-
-        def taken(result: Any) -> None:
-            if isinstance(result, ZkError):
-                return  # another member took it, or it is looked at again on the next change
-            self.ledger.trigger_taken(node, self)
-            self._act(self.core.handle(job, m.Triggered(node), self.now()))
-
-        self._call(lambda zk: zk.delete(session, f"/triggers/{node}"), taken)
+        self.engine.triggers([Trigger(node, node.rsplit(".", 1)[0]) for node in result])

@@ -14,6 +14,10 @@ class Clock:
     def now(self) -> float:
         return time.time() + self.offset
 
+    def monotonic(self) -> float:
+        """Seconds for measuring intervals (never set back)."""
+        return time.monotonic()
+
     def now_dt(self) -> datetime:
         return datetime.fromtimestamp(self.now(), UTC)
 

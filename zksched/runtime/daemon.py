@@ -19,6 +19,7 @@ from zksched.core.members import Member
 from zksched.runtime.clock import Clock
 from zksched.runtime.fire import FireEngine, FireSettings
 from zksched.runtime.gcsteward import GcSteward
+from zksched.runtime.host import ThreadHost
 from zksched.runtime.membership import (
     ClockProbe,
     ClusterMembership,
@@ -36,9 +37,9 @@ from zksched.runtime.status import (
     SkipObserver,
 )
 from zksched.zk.connection import ZkSettings, close_quietly, make_client
+from zksched.zk.fire_stores import ZkFireStores
 from zksched.zk.handler import session_timeout_of
 from zksched.zk.paths import ClusterPaths
-from zksched.zk.triggers import Triggers
 
 log = logging.getLogger(__name__)
 
@@ -119,9 +120,7 @@ class Daemon:
             else FunctionRunner({n: f for n, (_, f) in functions.items()}, config.concurrency)
         )
         self.engine = FireEngine(
-            self.client,
-            self.paths,
-            self.cluster,
+            ZkFireStores(self.client, self.paths, config.member_id, call_timeout),
             runner,
             self.skips,
             FireSettings(
@@ -132,10 +131,10 @@ class Daemon:
                 allowed_commands=config.allowed_commands,
                 concurrency=config.concurrency,
             ),
-            self.clock,
-            take_trigger=Triggers(self.client, self.paths, call_timeout).take,
+            ThreadHost(self.clock),
             functions=self.functions,
         )
+        self.cluster.add_session_loss_listener(self.engine.session_lost)
         self.jobs = JobTableWatcher(
             self.client,
             self.paths,

@@ -1,16 +1,18 @@
 """The fire engine: the thread that runs this member's fire core and carries out its actions.
 
     job table, cluster view, session loss, triggers ─┐
-    answers from ZooKeeper (fire_io.py) ─────────────┼─> queue -> core (zksched/core/fire)
-    command starts and exits (runner.py) ────────────┘                 │
+    answers from ZooKeeper (zk_actions.py) ──────────┼─> queue -> core (zksched/core/fire)
+    command starts and exits (run_actions.py) ───────┘                 │
             timers <── SetTimer   Claim, TakeLease, ... ──> ZkActions     │
-                                  Start, Terminate ──────> CommandRunner
+                                  Start, Terminate ──────> RunActions (a Runner)
                                   RecordAttempt ─────────> AttemptLog, ZkActions
                                   Skip, Warn ────────────> SkipLog, log
 
 One thread (`zksched-core`) owns the core: every input is a closure posted to its queue, run
 in order, and what it returns is dispatched at once. Nothing here decides what a fire does;
-it only does what the core says and tells it what happened.
+it only does what the core says and tells it what happened. Its world comes in from outside:
+ZooKeeper as `FireStores` (stores.py), commands as a `Runner`, threads, queue and clock as a
+`Host` (runtime/host.py); the cluster simulator gives its own and calls `turn()` itself.
 """
 
 from __future__ import annotations
@@ -21,10 +23,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-
-from kazoo.client import KazooClient
 
 from zksched.core.allowlist import command_refusal
 from zksched.core.fire import model as m
@@ -32,16 +31,19 @@ from zksched.core.fire.member import MemberFireCore
 from zksched.core.firekey import fire_key, parse_utc
 from zksched.core.jobspec import JobSpec
 from zksched.core.owners import OwnerTable
-from zksched.runtime.clock import Clock
-from zksched.runtime.fire.attempts import AttemptLog, after_claim
 from zksched.runtime.fire.run_actions import CoreCall, FireSettings, RunActions
-from zksched.runtime.fire.triggers import TriggerIntake
+from zksched.runtime.fire.stores import FireStores
 from zksched.runtime.fire.tuning import CHORES_INTERVAL, STEPS_PER_TURN
-from zksched.runtime.fire.zk_actions import ZkActions, ZkActionsSettings
-from zksched.runtime.membership import ClusterMembership, ClusterView, JobsSnapshot, Trigger
-from zksched.runtime.run import CommandRunner, FunctionRunner
+from zksched.runtime.fire.zk_actions import ZkActions
+from zksched.runtime.host import Host, Inbox
+from zksched.runtime.membership import (
+    ClusterView,
+    JobsSnapshot,
+    Trigger,
+    TriggerIntake,
+)
+from zksched.runtime.run import AttemptLog, FunctionRunner, Runner, after_claim
 from zksched.runtime.skips import SkipLog
-from zksched.zk.paths import ClusterPaths
 
 log = logging.getLogger("zksched.fire")
 
@@ -50,7 +52,7 @@ log = logging.getLogger("zksched.fire")
 @dataclass
 class _Sends:
     """What one turn of the engine's loop sends together: claims in transactions, lease
-    takes with their lock folders made first (fire_io.py)."""
+    takes with their lock folders made first (zk_actions.py)."""
 
     claims: list[m.Claim] = field(default_factory=list)
     takes: list[tuple[str, float, int]] = field(default_factory=list)
@@ -59,32 +61,31 @@ class _Sends:
 class FireEngine:
     def __init__(
         self,
-        client: KazooClient,
-        paths: ClusterPaths,
-        membership: ClusterMembership,
-        runner: CommandRunner,
+        stores: FireStores,
+        runner: Runner,
         skips: SkipLog,
         settings: FireSettings,
-        clock: Clock,
-        take_trigger: Callable[[str], bool] | None = None,
+        host: Host,
         functions: FunctionRunner | None = None,
+        core: MemberFireCore | None = None,
     ) -> None:
-        self._client = client
+        """`core`: the fire core to run (a fresh one by default)."""
         self._runner = runner
         self._skips = skips
         self._settings = settings
-        self._clock = clock
-        self.core = MemberFireCore(m.FireTunables(on_session_loss=settings.on_session_loss))
+        self._clock = host.clock
+        self.core = core or MemberFireCore(
+            m.FireTunables(on_session_loss=settings.on_session_loss)
+        )
         self.io = ZkActions(
-            client,
-            paths,
-            ZkActionsSettings(settings.client_id, settings.member_id, settings.call_timeout),
-            clock,
+            stores,
+            settings.member_id,
+            host,
             self._post_event,
             lambda job: self._table.get(job),
             hold_results=lambda: self.commands.starting(),
         )
-        self._queue: queue.SimpleQueue[CoreCall | None] = queue.SimpleQueue()
+        self._queue: Inbox[CoreCall | None] = host.inbox()
         self._heap: list[tuple[float, str]] = []
         self._timer_at: dict[str, float] = {}
         self.commands = RunActions(
@@ -94,6 +95,7 @@ class FireEngine:
             self._post,
             self.core.handle,
             functions,
+            host,
         )
         self.attempts = AttemptLog()  # retried fires' earlier attempts
         self._table: Mapping[str, JobSpec] = {}
@@ -102,9 +104,9 @@ class FireEngine:
         self._refused: set[tuple[str, str]] = set()
         self._view: ClusterView | None = None
         self._owners = OwnerTable()  # this thread's owner table (update_view)
-        self._background = ThreadPoolExecutor(2, thread_name_prefix="zksched-background")
+        self._background = host.pool("zksched-background", 2)
         self._intake = TriggerIntake(
-            take_trigger,
+            stores.triggers.take,
             lambda t: self._post_event(t.job, m.Triggered(t.znode)),
             self._background.submit,
         )
@@ -114,7 +116,6 @@ class FireEngine:
         self.stats = self.commands.stats
         self.observers = self.commands.observers
         self.catchup_observers: list[Callable[[str, int], None]] = []
-        membership.add_session_loss_listener(self._on_session_lost)
 
     # -- inputs (any thread: post and return) ---------------------------------------------------
 
@@ -170,7 +171,9 @@ class FireEngine:
 
         self._post(step)
 
-    def _on_session_lost(self) -> None:
+    def session_lost(self) -> None:
+        """The session may be lost (the membership's verdict): never reuse its locks, and
+        the core stops what it must."""
         self.io.leases.session_lost()
 
         def step(now: float) -> list[m.Action]:
@@ -241,67 +244,75 @@ class FireEngine:
 
     def _run(self) -> None:
         while True:
-            now = self._clock.now()
-            wait = 1.0 if not self._heap else min(1.0, max(0.0, self._heap[0][0] - now))
-            steps: list[CoreCall] = []
+            heap, now = self._heap, self._clock.now()
+            wait = 1.0 if not heap else min(1.0, max(0.0, heap[0][0] - now))
+            if not self.turn(wait):
+                return
+
+    def turn(self, wait: float = 0.0) -> bool:
+        """One turn: take the queued inputs (waiting up to `wait` seconds for the first),
+        fire the timers due, dispatch what the core returns, send the claims and lease
+        takes together. False: the engine is stopping. The engine's thread runs turns in a
+        loop; the simulator runs them at simulated times."""
+        steps: list[CoreCall] = []
+        try:
+            first = self._queue.get(timeout=wait)
+            if first is None:
+                return False
+            steps.append(first)
+        except queue.Empty:
+            pass
+        while len(steps) < STEPS_PER_TURN:
             try:
-                first = self._queue.get(timeout=wait)
-                if first is None:
-                    return
-                steps.append(first)
+                more = self._queue.get_nowait()
             except queue.Empty:
-                pass
-            while len(steps) < STEPS_PER_TURN:
+                break
+            if more is None:
+                return False
+            steps.append(more)
+        now = self._clock.now()
+        self.heartbeat = now
+        # each step's actions go out at once (a start must not wait for the rest of
+        # the turn); claims and lease takes are gathered and sent together at its end
+        sends = _Sends()
+        for step in steps:
+            try:
+                self._dispatch(step(now), now, sends)
+            except Exception:  # a bug; the job's machine says what it was
+                log.exception("the fire core failed on an event")
+        while self._heap and self._heap[0][0] <= now:
+            at, job = heapq.heappop(self._heap)
+            if self._timer_at.get(job) == at:
+                del self._timer_at[job]
                 try:
-                    more = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if more is None:
-                    return
-                steps.append(more)
-            now = self._clock.now()
-            self.heartbeat = now
-            # each step's actions go out at once (a start must not wait for the rest of
-            # the turn); claims and lease takes are gathered and sent together at its end
-            sends = _Sends()
-            for step in steps:
-                try:
-                    self._dispatch(step(now), now, sends)
-                except Exception:  # a bug; the job's machine says what it was
-                    log.exception("the fire core failed on an event")
-            while self._heap and self._heap[0][0] <= now:
-                at, job = heapq.heappop(self._heap)
-                if self._timer_at.get(job) == at:
-                    del self._timer_at[job]
-                    try:
-                        self._dispatch(self.core.handle(job, m.Tick(), now), now, sends)
-                    except Exception:
-                        log.exception("the fire core failed on a timer of %s", job)
-            self._send(sends)
-            if self._owned_dirty:
-                self._owned_dirty = False
-                owned = frozenset(self.core.owned())
-                if owned != self._owned:
-                    taken, dropped = len(owned - self._owned), len(self._owned - owned)
-                    self._owned = owned
-                    log.info(
-                        "now owning %d jobs (%d taken over, %d dropped)",
-                        len(owned),
-                        taken,
-                        dropped,
-                        extra={
-                            "event": "owned",
-                            "owned": len(owned),
-                            "taken": taken,
-                            "dropped": dropped,
-                        },
-                    )
-                    self.triggers(self._intake.pending)
-            if now >= self._next_chores:
-                self._next_chores = now + CHORES_INTERVAL
-                if self.core.session is not None and self.io.has_chores():
-                    self.io.flush_unwritten()
-                    self._background.submit(self.io.leases.tidy)
+                    self._dispatch(self.core.handle(job, m.Tick(), now), now, sends)
+                except Exception:
+                    log.exception("the fire core failed on a timer of %s", job)
+        self._send(sends)
+        if self._owned_dirty:
+            self._owned_dirty = False
+            self._note_owned()
+        if now >= self._next_chores:
+            self._next_chores = now + CHORES_INTERVAL
+            if self.core.session is not None and self.io.has_chores():
+                self.io.flush_unwritten()
+                self._background.submit(self.io.leases.tidy)
+        return True
+
+    def _note_owned(self) -> None:
+        owned = frozenset(self.core.owned())
+        if owned == self._owned:
+            return
+        taken, dropped = len(owned - self._owned), len(self._owned - owned)
+        self._owned = owned
+        log.info(
+            "now owning %d jobs (%d taken over, %d dropped)",
+            len(owned),
+            taken,
+            dropped,
+            extra={"event": "owned", "owned": len(owned), "taken": taken, "dropped": dropped},
+        )
+        self.triggers(self._intake.pending)
 
     def _send(self, sends: _Sends) -> None:
         session = self.core.session or 0

@@ -1,4 +1,4 @@
-"""What the fire core reads of a job's history, on a pool thread (fire_io.py submits): the
+"""What the fire core reads of a job's history, on a pool thread (zk_actions.py submits): the
 instants of its records and its pruning horizon (to plan a catch-up), the skip ranges of
 chosen records, and whether its newest record says a run is going. Each answer is posted
 back as an event; a failed read is an answer too (`ok=False`), never an exception."""
@@ -13,7 +13,7 @@ from zksched.core.fire import model as m
 from zksched.core.firekey import format_utc, parse_utc
 from zksched.runtime.fire.pruning import HistoryPruner
 from zksched.runtime.fire.redelivery import RedeliveryIO
-from zksched.zk.claims import FireClaims
+from zksched.runtime.fire.stores import FireStore
 
 log = logging.getLogger("zksched.fire")
 
@@ -21,7 +21,7 @@ log = logging.getLogger("zksched.fire")
 class HistoryReads:
     def __init__(
         self,
-        claims: FireClaims,
+        claims: FireStore,
         pruner: HistoryPruner,
         post: Callable[[str, m.JobEvent], None],
         redelivery: RedeliveryIO | None = None,

@@ -1,5 +1,5 @@
-"""The job leases' ZooKeeper side: taking a job's kazoo Lock for the fire core, giving it
-back, and tidying what a lost session or a failed take left behind.
+"""The job leases for the fire core: taking a job's lock, giving it back, and tidying what a
+lost session or a failed take left behind (the ZooKeeper calls: `LeaseStore`, stores.py).
 
 Answers: TAKEN; BUSY (another contender after the wait the core allowed, with whether the
 job's newest record says a run is going); UNKNOWN (the attempt failed on the connection).
@@ -11,26 +11,16 @@ once ZooKeeper answers, and so are contenders a failed take may have left (kazoo
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-
-from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
 
 from zksched.core.fire import model as m
-from zksched.runtime.fire.tuning import LOCK_THREADS, RELEASE_BATCH
-from zksched.zk.connection import wait
-from zksched.zk.locks import (
-    HeldLocks,
-    JobLock,
-    LockAttempt,
-    clear_orphans,
-    ensure_lock_folders,
-    member_tag,
-)
-from zksched.zk.paths import ClusterPaths
+from zksched.runtime.fire.stores import HeldLease, LeaseStore
+from zksched.runtime.fire.tuning import RELEASE_BATCH
+from zksched.runtime.host import Executor
+from zksched.zk.locks import LockAttempt
 
 log = logging.getLogger("zksched.fire")
 
@@ -38,66 +28,56 @@ log = logging.getLogger("zksched.fire")
 class LeaseIO:
     def __init__(
         self,
-        client: KazooClient,
-        paths: ClusterPaths,
-        member_id: str,
-        call_timeout: float,
+        store: LeaseStore,
+        lockers: Executor,
         post: Callable[[str, m.JobEvent], None],
         holder_runs: Callable[[str], bool],
     ) -> None:
-        self._client = client
-        self._paths = paths
-        self._member_id = member_id
-        self._timeout = call_timeout
+        """`lockers`: where takes run (a take waits for other holders)."""
+        self._store = store
+        self._lockers = lockers
         self._post = post
         self._holder_runs = holder_runs
-        self._lockers = ThreadPoolExecutor(LOCK_THREADS, thread_name_prefix="zksched-lock")
         self._mutex = threading.Lock()
-        self._locks: dict[tuple[str, int], JobLock] = {}  # (job, take) -> held lock
+        self._locks: dict[tuple[str, int], HeldLease] = {}  # (job, take) -> held lock
         self._leftovers: list[str] = []  # lock nodes to delete once connected
         self._orphans: set[str] = set()  # jobs whose failed take may have left a contender
-        self._releasing: list[JobLock] = []  # given back, their nodes not deleted yet
+        self._releasing: list[HeldLease] = []  # given back, their nodes not deleted yet
         self._release_queued = False
-        self.registry = HeldLocks()
 
     def folders_known(self, jobs: list[str]) -> bool:
-        return all(self.registry.folder_known(self._paths.job_lock(job)) for job in jobs)
+        return self._store.folders_known(jobs)
 
     def ensure_folders(self, jobs: list[str]) -> None:
-        """Make the jobs' lock folders not known to exist, pipelined (blocks: a pool thread)."""
-        ensure_lock_folders(self._client, self._paths, jobs, self.registry, self._timeout)
+        """Make the jobs' lock folders not known to exist (blocks: a pool thread)."""
+        self._store.ensure_folders(jobs)
 
     def take(self, job: str, wait: float, take: int, session: int) -> None:
+        then = functools.partial(self._taken, job, take)
         with contextlib.suppress(RuntimeError):  # shut down: we are stopping, taking nothing
-            self._lockers.submit(self._guard, self._take_lease, job, wait, take, session)
+            self._lockers.submit(self._guard, self._store.acquire, job, wait, session, then)
 
-    def _take_lease(self, job: str, wait: float, take: int, session: int) -> None:
-        lock = JobLock(
-            self._client,
-            self._paths,
-            job,
-            self._member_id,
-            session,
-            self._timeout,
-            self.registry,
-        )
-        try:
-            attempt = lock.try_acquire(wait)
-        except Exception as exc:
-            log.warning("lock attempt for %s failed: %s", job, type(exc).__name__)
-            attempt = LockAttempt.UNKNOWN
-        if attempt is LockAttempt.ACQUIRED:
+    def _taken(
+        self,
+        job: str,
+        take: int,
+        attempt: LockAttempt,
+        lock: HeldLease | None,
+        holder: str | None,
+        may_leave_orphan: bool,
+    ) -> None:
+        if attempt is LockAttempt.ACQUIRED and lock is not None:
             with self._mutex:
                 self._locks[job, take] = lock
             lock.on_lost(lambda: self._post(job, m.LeaseGone(take)))
             self._post(job, m.LeaseAnswered(m.LeaseOutcome.TAKEN, take))
             return
-        if lock.may_leave_orphan or attempt is LockAttempt.UNKNOWN:
+        if may_leave_orphan or attempt is LockAttempt.UNKNOWN:
             with self._mutex:
                 self._orphans.add(job)
         if attempt is LockAttempt.HELD:
             running = self._holder_runs(job)
-            self._post(job, m.LeaseAnswered(m.LeaseOutcome.BUSY, take, lock.holder(), running))
+            self._post(job, m.LeaseAnswered(m.LeaseOutcome.BUSY, take, holder, running))
         else:
             self._post(job, m.LeaseAnswered(m.LeaseOutcome.UNKNOWN, take))
 
@@ -128,20 +108,14 @@ class LeaseIO:
             if node is not None:
                 nodes.append(node)
         for start in range(0, len(nodes), RELEASE_BATCH):
-            self._delete_together(nodes[start : start + RELEASE_BATCH])
+            self._delete(nodes[start : start + RELEASE_BATCH])
 
-    def _delete_together(self, nodes: list[str]) -> None:
-        if len(nodes) > 1:
-            txn = self._client.transaction()
-            for node in nodes:
-                txn.delete(node)
-            try:
-                results = wait(txn.commit_async(), self._timeout)
-                if not any(isinstance(r, Exception) for r in results):
-                    return
-            except Exception:  # unknown: each on its own below (a node gone is fine)
-                pass
-        self._delete_nodes(nodes)
+    def _delete(self, nodes: list[str], together: bool = True) -> None:
+        # kept: a node of a live session would block the job
+        kept = self._store.delete(nodes, together)
+        if kept:
+            with self._mutex:
+                self._leftovers.extend(kept)
 
     def session_lost(self) -> None:
         """Never reuse a lost session's locks (kazoo #282); their nodes are gone with it,
@@ -163,28 +137,15 @@ class LeaseIO:
             held = {job for job, _ in self._locks}
             jobs = sorted(j for j in self._orphans if j not in held)
         if nodes:
-            self._delete_nodes(nodes)
-        tag = member_tag(self._member_id)
+            self._delete(nodes, together=False)
         for job in jobs:
-            path = self._paths.job_lock(job)
-            if clear_orphans(self._client, path, tag, self.registry, self._timeout):
+            if self._store.clear_orphans(job):
                 with self._mutex:
                     self._orphans.discard(job)
 
     def has_chores(self) -> bool:
         with self._mutex:
             return bool(self._leftovers or self._orphans)
-
-    def _delete_nodes(self, nodes: list[str]) -> None:
-        pending = [(n, self._client.delete_async(n)) for n in nodes]
-        for node, result in pending:
-            try:
-                wait(result, self._timeout)
-            except NoNodeError:
-                pass  # gone already (with its session, or by hand)
-            except Exception:  # kept: a node of a live session would block the job
-                with self._mutex:
-                    self._leftovers.append(node)
 
     def close(self) -> None:
         self._lockers.shutdown(wait=False, cancel_futures=True)

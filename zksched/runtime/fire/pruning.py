@@ -25,14 +25,14 @@ from zksched.core.firekey import format_utc
 from zksched.core.jobspec import JobSpec
 from zksched.core.pruning import PRUNE_MIN_AGE, PRUNE_SLACK, prune_victims
 from zksched.runtime.clock import Clock
-from zksched.zk.claims import FireClaims
+from zksched.runtime.fire.stores import FireStore
 
 log = logging.getLogger(__name__)
 
 class HistoryPruner:
     def __init__(
         self,
-        claims: FireClaims,
+        claims: FireStore,
         clock: Clock,
         known_final: Callable[[str, str], bool] = lambda _job, _instant: True,
     ) -> None:

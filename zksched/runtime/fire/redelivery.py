@@ -9,23 +9,19 @@ import logging
 import threading
 from datetime import datetime
 
-from kazoo.client import KazooClient
-
 from zksched.core.firekey import format_utc, parse_utc
 from zksched.core.firerecord import FireRecord
-from zksched.zk.claims import AlreadyClaimed, Claimed, FireClaims
-from zksched.zk.paths import ClusterPaths
-from zksched.zk.redelivery import Orphan, Redelivery
+from zksched.runtime.fire.stores import FireStore, RedeliveryStore
+from zksched.zk.claims import AlreadyClaimed, Claimed
+from zksched.zk.redelivery import Orphan
 
 log = logging.getLogger("zksched.fire")
 
 
 class RedeliveryIO:
-    def __init__(
-        self, client: KazooClient, paths: ClusterPaths, claims: FireClaims, timeout: float
-    ) -> None:
+    def __init__(self, store: RedeliveryStore, claims: FireStore) -> None:
         self._claims = claims
-        self.zk = Redelivery(client, paths, claims, timeout)
+        self.zk = store
         self._mutex = threading.Lock()
         self._orphans: dict[tuple[str, datetime], Orphan] = {}  # found, not claimed again
 

@@ -24,13 +24,15 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from zksched.core.firerecord import FireRecord
+from zksched.runtime.clock import Clock
+from zksched.runtime.fire.stores import FireStore
 from zksched.runtime.fire.tuning import HOLD_STEP, MAX_HOLD, RESULT_BATCH
-from zksched.zk.claims import Claimed, FireClaims
+from zksched.runtime.host import Step, ThreadHost
+from zksched.zk.claims import Claimed
 
 log = logging.getLogger(__name__)
 
@@ -47,23 +49,27 @@ class _Pending:
 class ResultWriter:
     def __init__(
         self,
-        claims: FireClaims,
+        claims: FireStore,
         write_one: Callable[[Claimed, FireRecord], object],
         keep_for_retry: Callable[[Claimed, FireRecord], None],
         hold: Callable[[], bool] = lambda: False,
+        clock: Clock | None = None,
+        worker: Callable[[str, Step], Callable[[], None]] | None = None,
     ) -> None:
         """`write_one` writes one result on its own and keeps it for a retry if that fails;
         `keep_for_retry` only keeps it (written later, once ZooKeeper answers); `hold()` is
-        true while fires are being started (cheap: it is asked every `HOLD_STEP`)."""
+        true while fires are being started (cheap: it is asked every `HOLD_STEP`).
+        `worker`: the host's (zksched/runtime/host.py) loop that writes (a thread)."""
         self._claims = claims
         self._write_one = write_one
         self._keep_for_retry = keep_for_retry
         self._hold = hold
+        self._clock = clock or Clock()
         self._cv = threading.Condition()
         self._queue: list[_Pending] = []
         self._urgent = 0  # urgent results in the queue
         self._busy = False
-        self._thread: threading.Thread | None = None
+        self._wake = (worker or ThreadHost(self._clock).worker)("zksched-results", self.step)
 
     def submit(
         self,
@@ -74,15 +80,11 @@ class ResultWriter:
     ) -> None:
         """Write `record`, then call `then`. `urgent`: another member waits for the job's
         lock, given back once this is written (the job moved): no hold."""
+        pending = _Pending(claimed, record, then, self._clock.monotonic(), urgent)
         with self._cv:
-            self._queue.append(_Pending(claimed, record, then, time.monotonic(), urgent))
+            self._queue.append(pending)
             self._urgent += urgent
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="zksched-results", daemon=True
-                )
-                self._thread.start()
-            self._cv.notify_all()
+        self._wake()
 
     @property
     def idle(self) -> bool:
@@ -94,23 +96,26 @@ class ResultWriter:
         with self._cv:
             return self._cv.wait_for(lambda: not self._queue and not self._busy, timeout)
 
-    def _run(self) -> None:
-        while True:
+    def step(self) -> float | None:
+        """Write the next batch, unless starts hold it yet (then: how long to wait before
+        asking again). None: nothing to write."""
+        with self._cv:
+            if not self._queue:
+                return None
+            deadline = self._queue[0].submitted + MAX_HOLD  # the oldest's
+        if self._hold() and not self._urgent and self._clock.monotonic() < deadline:
+            return HOLD_STEP
+        with self._cv:
+            batch, self._queue = self._queue[:RESULT_BATCH], self._queue[RESULT_BATCH:]
+            self._urgent -= sum(p.urgent for p in batch)
+            self._busy = True
+        try:
+            self._write(batch)
+        finally:
             with self._cv:
-                self._cv.wait_for(lambda: bool(self._queue))
-                deadline = self._queue[0].submitted + MAX_HOLD  # the oldest's
-            while self._hold() and not self._urgent and time.monotonic() < deadline:
-                time.sleep(HOLD_STEP)
-            with self._cv:
-                batch, self._queue = self._queue[:RESULT_BATCH], self._queue[RESULT_BATCH:]
-                self._urgent -= sum(p.urgent for p in batch)
-                self._busy = True
-            try:
-                self._write(batch)
-            finally:
-                with self._cv:
-                    self._busy = False
-                    self._cv.notify_all()
+                self._busy = False
+                self._cv.notify_all()
+        return 0.0
 
     def _write(self, batch: list[_Pending]) -> None:
         outcome: bool | None = False  # None: unknown (the connection failed)

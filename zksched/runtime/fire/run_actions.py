@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -21,16 +19,17 @@ from zksched.core.allowlist import command_refusal
 from zksched.core.fire import model as m
 from zksched.core.firekey import FireId, fire_key, jitter_of
 from zksched.core.jobspec import JobSpec
+from zksched.runtime.clock import Clock
 from zksched.runtime.fire.tuning import PROGRAM_LOOKUP_TTL, STARTERS, STARTS_SETTLE
+from zksched.runtime.host import Host, ThreadHost
 from zksched.runtime.run import (
-    CommandRunner,
     Fire,
-    FunctionRun,
     FunctionRunner,
     ProgramLookup,
-    RunningCommand,
+    Runner,
     RunRequest,
     RunResult,
+    StartedRun,
 )
 
 log = logging.getLogger("zksched.fire")
@@ -62,27 +61,30 @@ class _Run:
     spec: JobSpec
     t_due: float
     t_claimed: float
-    command: RunningCommand | FunctionRun | None = None
+    command: StartedRun | None = None
     terminate_now: str | None = None  # a terminate that came before the start was through
 
 
 class RunActions:
     def __init__(
         self,
-        runner: CommandRunner,
+        runner: Runner,
         settings: FireSettings,
         spec_of: Callable[[str], JobSpec | None],
         post: Callable[[CoreCall], None],
         handle: Callable[[str, m.JobEvent, float], list[m.Action]],
         functions: FunctionRunner | None = None,
+        host: Host | None = None,
     ) -> None:
+        host = host or ThreadHost(Clock())
+        self._clock = host.clock
         self._runner = runner
         self._functions = functions  # an app member's (zksched.Cluster); None: a daemon
         self._settings = settings
         self._spec_of = spec_of
         self._post = post
         self._handle = handle
-        self._starters = ThreadPoolExecutor(STARTERS, thread_name_prefix="zksched-start")
+        self._starters = host.starters("zksched-start", STARTERS)
         self.runs: dict[FireId, _Run] = {}
         self.finals: dict[FireId, RunResult] = {}  # results, until the core asks to write them
         self._waiting_starts: list[_Run] = []  # over --concurrency: started as slots free up
@@ -112,7 +114,7 @@ class RunActions:
         with self._launch_mutex:
             if self._launching or self._waiting_starts:
                 return True
-            return time.monotonic() - self._last_launch < STARTS_SETTLE
+            return self._clock.monotonic() - self._last_launch < STARTS_SETTLE
 
     def start(self, start: m.Start, now: float) -> None:
         spec = self._spec_of(start.job)
@@ -206,7 +208,7 @@ class RunActions:
         )
         run.command = self._functions.start(fire, run.spec.timeout, done)
         with self._launch_mutex:  # results wait while fires due together start, as for commands
-            self._last_launch = time.monotonic()
+            self._last_launch = self._clock.monotonic()
         if run.terminate_now is not None:
             run.command.terminate(run.terminate_now)
 
@@ -216,14 +218,14 @@ class RunActions:
         finally:
             with self._launch_mutex:
                 self._launching -= 1
-                self._last_launch = time.monotonic()
+                self._last_launch = self._clock.monotonic()
         if run.terminate_now is not None:  # terminated before its start was through
             run.command.terminate(run.terminate_now)
 
     def _lookup(self) -> ProgramLookup:
         """The lookup of argv[0] for the starts of this moment (many commands due together
         look their program up once; one installed meanwhile is seen a moment later)."""
-        now = time.monotonic()
+        now = self._clock.monotonic()
         with self._launch_mutex:
             if now - self._programs_since > PROGRAM_LOOKUP_TTL:
                 self._programs, self._programs_since = ProgramLookup(), now

@@ -10,17 +10,17 @@ from __future__ import annotations
 STEPS_PER_TURN = 1000  # queued events handled before claims and lease takes go out together
 CHORES_INTERVAL = 2.0  # seconds between retries of unwritten results and leftover lock nodes
 
-# commands.py: starting commands
+# run_actions.py: starting commands
 STARTERS = 4  # threads that start commands (a start waits for the kernel, not the GIL)
 STARTS_SETTLE = 0.05  # seconds after the last start that `starting()` still says so
 PROGRAM_LOOKUP_TTL = 1.0  # seconds an argv[0] found in PATH is reused for the next starts
 
-# fire_io.py: claims, reads and skip records
+# zk_actions.py: claims, reads and skip records
 CLAIM_BATCH = 200  # claims in one transaction at most (~100 KB, far below 1 MB)
 IO_THREADS = 8  # threads for claims, reads and skip records
 SKIP_RECORD_TRIES = 5
 
-# lease_io.py: per-job locks
+# leases.py: per-job locks
 LOCK_THREADS = 16  # lease takes wait for other holders: their own threads
 RELEASE_BATCH = 200  # lock nodes deleted in one transaction at most
 

@@ -23,83 +23,68 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from kazoo.client import KazooClient
-
 from zksched.core.fire import model as m
-from zksched.core.firekey import FireId, format_utc, parse_utc
+from zksched.core.firekey import FireId, format_utc
 from zksched.core.firerecord import FireRecord
 from zksched.core.jobspec import JobSpec
-from zksched.runtime.clock import Clock
 from zksched.runtime.fire.history import HistoryReads
 from zksched.runtime.fire.leases import LeaseIO
 from zksched.runtime.fire.pruning import HistoryPruner
 from zksched.runtime.fire.redelivery import RedeliveryIO
 from zksched.runtime.fire.results import ResultWriter
 from zksched.runtime.fire.skip_records import SkipRecords
-from zksched.runtime.fire.tuning import CLAIM_BATCH, IO_THREADS
-from zksched.zk.claims import AlreadyClaimed, Claimed, FireClaims
-from zksched.zk.paths import ClusterPaths
-from zksched.zk.triggers import Triggers
+from zksched.runtime.fire.stores import FireStores
+from zksched.runtime.fire.tuning import CLAIM_BATCH, IO_THREADS, LOCK_THREADS
+from zksched.runtime.host import Host
+from zksched.zk.claims import AlreadyClaimed, Claimed
 
 log = logging.getLogger("zksched.fire")
 
 Post = Callable[[str, m.JobEvent], None]
 
 
-@dataclass(frozen=True)
-class ZkActionsSettings:
-    client_id: str
-    member_id: str
-    call_timeout: float = 3.0
-
-
 class ZkActions:
     def __init__(
         self,
-        client: KazooClient,
-        paths: ClusterPaths,
-        settings: ZkActionsSettings,
-        clock: Clock,
+        stores: FireStores,
+        member_id: str,
+        host: Host,
         post: Post,
         spec_of: Callable[[str], JobSpec | None] = lambda _job: None,
         hold_results: Callable[[], bool] = lambda: False,
     ) -> None:
         """`hold_results()`: whether commands are being started (results then wait a
         moment, see results.py)."""
-        self._client = client
-        self._paths = paths
-        self._settings = settings
-        self._clock = clock
+        self._member_id = member_id
+        self._clock = clock = host.clock
         self._post = post
-        self.claims = FireClaims(client, paths, settings.call_timeout)
-        self.redelivery = RedeliveryIO(client, paths, self.claims, settings.call_timeout)
+        self.claims = stores.claims
+        self.redelivery = RedeliveryIO(stores.redelivery, self.claims)
         self._spec_of = spec_of
-        self._triggers = Triggers(client, paths, settings.call_timeout)
+        self._triggers = stores.triggers
         self.pruner = HistoryPruner(self.claims, clock, self.redelivery.zk.known_final)
         self.history = HistoryReads(self.claims, self.pruner, post, self.redelivery)
-        self._io = ThreadPoolExecutor(IO_THREADS, thread_name_prefix="zksched-io")
+        self._io = host.pool("zksched-io", IO_THREADS)
         self._mutex = threading.Lock()
         self._records: dict[FireId, FireRecord] = {}  # our claim attempts in flight
         self._claimed: dict[FireId, Claimed] = {}  # our claims, until their result is written
-        self._unwritten: list[tuple[Claimed, FireRecord, str, datetime]] = []
-        self.leases = LeaseIO(
-            client,
-            paths,
-            settings.member_id,
-            settings.call_timeout,
-            post,
-            self.history.holder_runs,
-        )
+        # results to write again, each with what to do once written (None: done already)
+        self._unwritten: list[tuple[Claimed, FireRecord, Callable[[], None] | None]] = []
+        lockers = host.pool("zksched-lock", LOCK_THREADS)
+        self.leases = LeaseIO(stores.leases, lockers, post, self.history.holder_runs)
         self.skips = SkipRecords(
-            client, self.claims, self.pruner, settings.member_id, clock, self._submit
+            stores.connected, self.claims, self.pruner, member_id, clock, self._submit
         )
         self._results = ResultWriter(
-            self.claims, self._write_one, self._keep_unwritten, hold=hold_results
+            self.claims,
+            self._write_one,
+            self._keep_unwritten,
+            hold=hold_results,
+            clock=clock,
+            worker=host.worker,
         )
 
     # -- claims -----------------------------------------------------------------------------
@@ -122,7 +107,7 @@ class ZkActions:
         record = FireRecord(
             job=job,
             scheduled=format_utc(instant),
-            member_id=self._settings.member_id,
+            member_id=self._member_id,
             session=session,
             nonce=earlier.nonce if earlier is not None else uuid.uuid4().hex[:16],
             state="running",
@@ -134,6 +119,15 @@ class ZkActions:
         return record
 
     def _claim_batch(self, claims: list[m.Claim], session: int) -> None:
+        # a transaction's claims share its zxid, their fencing token: one claim of a job
+        # in it, the job's later instants claimed after it, in order (larger tokens)
+        first: dict[str, m.Claim] = {}
+        again = [c for c in claims if first.setdefault(c.job, c) is not c]
+        self._claim_together(list(first.values()), session)
+        for claim in again:
+            self._claim_one(claim, session)
+
+    def _claim_together(self, claims: list[m.Claim], session: int) -> None:
         if len(claims) == 1:
             self._claim_one(claims[0], session)
             return
@@ -333,10 +327,14 @@ class ZkActions:
     def _write_with_marker(
         self, claimed: Claimed, record: FireRecord, written: Callable[[], None]
     ) -> None:
-        if self._write_one(claimed, record):
+        # the job's lease goes back once its result is written: reported then, whenever
+        if self._write_one(claimed, record, then=written):
             written()
 
-    def _write_one(self, claimed: Claimed, record: FireRecord) -> bool:
+    def _write_one(
+        self, claimed: Claimed, record: FireRecord, then: Callable[[], None] | None = None
+    ) -> bool:
+        """Write one result; False: kept (with `then`) and written again once connected."""
         try:
             if self._at_least_once(record.job):
                 self.redelivery.complete(claimed, record)  # with its live marker's delete
@@ -348,20 +346,25 @@ class ZkActions:
                 record.fire_key,
                 type(exc).__name__,
             )
-            self._keep_unwritten(claimed, record)
+            self._keep_unwritten(claimed, record, then)
             return False
         return True
 
-    def _keep_unwritten(self, claimed: Claimed, record: FireRecord) -> None:
+    def _keep_unwritten(
+        self, claimed: Claimed, record: FireRecord, then: Callable[[], None] | None = None
+    ) -> None:
         with self._mutex:
-            self._unwritten.append((claimed, record, record.job, parse_utc(record.scheduled)))
+            self._unwritten.append((claimed, record, then))
 
     def flush_unwritten(self) -> None:
-        """Write again the results that could not be written (called while connected)."""
+        """Write again the results and skip records that could not be written (called
+        while connected)."""
         with self._mutex:
             pending, self._unwritten = self._unwritten, []
-        for claimed, record, _, _ in pending:
-            self._write_one(claimed, record)
+        for claimed, record, then in pending:
+            if self._write_one(claimed, record, then) and then is not None:
+                then()
+        self.skips.retry()
 
     def record_skip(self, action: m.RecordSkip, session: int) -> None:
         self.skips.record(action, session)
@@ -372,7 +375,7 @@ class ZkActions:
 
     def _return_trigger(self, job: str) -> None:
         try:
-            self._triggers.request(job, self._settings.member_id)
+            self._triggers.request(job, self._member_id)
         except Exception as exc:
             log.error(
                 "a trigger of %s taken here is lost: could not hand it back (%s)",
@@ -394,7 +397,7 @@ class ZkActions:
     def has_chores(self) -> bool:
         with self._mutex:
             unwritten = bool(self._unwritten)
-        return unwritten or self.leases.has_chores()
+        return unwritten or self.skips.kept() or self.leases.has_chores()
 
     # -- life ---------------------------------------------------------------------------------
 

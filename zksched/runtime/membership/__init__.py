@@ -1,12 +1,13 @@
 """What this member knows of the cluster: its membership and session (`ClusterMembership`),
-the owner table it publishes as a `ClusterView`, the job table it watches
-(`JobTableWatcher`, `JobsSnapshot`, pending `Trigger`s), and its clock's offset from
-ZooKeeper's (`ClockProbe`). Other packages use the names below, nothing else of it."""
-
+the owner table it publishes as a `ClusterView`, the job table and triggers it watches
+(`JobTableWatcher`, `JobsSnapshot`; the triggers of the jobs it owns taken by
+`TriggerIntake`), and its clock's offset from ZooKeeper's (`ClockProbe`). Other packages use
+the names below, nothing else of it."""
 
 from zksched.runtime.membership.clockprobe import ClockProbe
 from zksched.runtime.membership.cluster_membership import ClusterMembership
 from zksched.runtime.membership.job_watch import JobsSnapshot, JobTableWatcher, Trigger
+from zksched.runtime.membership.trigger_intake import TriggerIntake
 from zksched.runtime.membership.view import ClusterView
 
 __all__ = [
@@ -16,4 +17,5 @@ __all__ = [
     "JobTableWatcher",
     "JobsSnapshot",
     "Trigger",
+    "TriggerIntake",
 ]

@@ -43,6 +43,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Callable, Mapping
+from typing import Protocol
 
 from zksched.runtime.run.handle import RunningCommand
 from zksched.runtime.run.monitor import _close_popen_pipes, _kill_and_reap, _Monitor
@@ -58,7 +59,9 @@ __all__ = [
     "RunRequest",
     "RunResult",
     "RunStatus",
+    "Runner",
     "RunningCommand",
+    "StartedRun",
     "default_base_env",
 ]
 
@@ -114,6 +117,25 @@ class ProgramLookup:
         if not all(os.path.isabs(folder) for folder in path.split(os.pathsep)):
             return None
         return shutil.which(name, path=path)  # an executable file that is not a folder
+
+
+class StartedRun(Protocol):
+    """A run under way (`RunningCommand`, `FunctionRun`), as its starter holds it."""
+
+    def terminate(self, reason: str) -> None: ...
+
+
+class Runner(Protocol):
+    """What starts commands for the fire shell: `CommandRunner` (the cluster simulator has a
+    process table of its own). `on_done` gets the run's result once it is over."""
+
+    def start(
+        self,
+        request: RunRequest,
+        on_done: Callable[[RunResult], None] | None = None,
+        on_exit: Callable[[], None] | None = None,
+        programs: ProgramLookup | None = None,
+    ) -> StartedRun: ...
 
 
 class CommandRunner:

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from concurrent.futures import Future
-from typing import Any
 
-from zksched.runtime.membership import Trigger
+from zksched.runtime.membership.job_watch import Trigger
 
 
 class TriggerIntake:
@@ -16,7 +14,7 @@ class TriggerIntake:
         self,
         take_node: Callable[[str], bool] | None,
         triggered: Callable[[Trigger], None],
-        submit: Callable[..., Future[Any]],
+        submit: Callable[..., object],
     ) -> None:
         self._take_node = take_node  # True when this call deleted the node (None: tests)
         self._triggered = triggered

@@ -1,4 +1,5 @@
-"""The earlier attempts of fires that are retried (`retries = N`), until their result.
+"""The earlier attempts of fires that are retried (`retries = N`), until their result: the
+runs' results as the fire record's fields (the fire shell writes them).
 
 Each failed attempt's result is kept here (the fire's record notes it at once, and its
 final record lists them all); the last attempt's result is the fire's result.
@@ -12,7 +13,7 @@ from typing import Any
 from zksched.core.firekey import FireId
 from zksched.core.firerecord import FireRecord
 from zksched.runtime.clock import iso_ms
-from zksched.runtime.run import RunResult
+from zksched.runtime.run.request import RunResult
 
 
 def result_fields(result: RunResult) -> dict[str, Any]:
