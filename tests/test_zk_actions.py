@@ -1,5 +1,5 @@
 """The fire shell's ZooKeeper work (`ZkActions`, runtime/fire/zk_actions.py) against stores of
-its own (`FireStores`, runtime/fire/stores.py), its pools run inline: two findings of the
+its own (`FireStores`, runtime/fire/stores.py), its pools run inline: three findings of the
 simulator running the production shell (regression seeds 497, 31 and 61 in test_sim.py)."""
 
 from __future__ import annotations
