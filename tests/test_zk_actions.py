@@ -1,6 +1,6 @@
 """The fire shell's ZooKeeper work (`ZkActions`, runtime/fire/zk_actions.py) against stores of
-its own (`FireStores`, runtime/fire/stores.py), its pools run inline: two findings of the
-simulator running the production shell (`scripts/simulate`, seeds 205, 585 and 61)."""
+its own (`FireStores`, runtime/fire/stores.py), its pools run inline: three findings of the
+simulator running the production shell (regression seeds 497, 22 and 61 in test_sim.py)."""
 
 from __future__ import annotations
 
@@ -127,7 +127,7 @@ def at(seconds: int) -> datetime:
 
 def test_two_claims_of_one_job_in_one_step_get_tokens_of_their_own_in_instant_order() -> None:
     """A trigger and the job's scheduled instant, claimed in one step, went in one
-    transaction and got one fencing token (seed 205: `[tokens] token 984 given twice`)."""
+    transaction and got one fencing token (seed 497: `[tokens] token 856 given twice`)."""
     actions, stores, posted = shell()
     actions.claim(
         [
@@ -148,7 +148,7 @@ def test_two_claims_of_one_job_in_one_step_get_tokens_of_their_own_in_instant_or
 
 def test_a_skip_record_that_fails_while_disconnected_is_recorded_once_connected() -> None:
     """A skip record whose create failed while the connection was down was given up: its
-    instant was left without a record (seed 585: `[lost] ... no record covers it`)."""
+    instant was left without a record (seed 22: `[lost] ... no record covers it`)."""
     actions, stores, _ = shell()
     stores.claims.down, stores.up = True, False
     skip = m.RecordSkip("a", at(9), "scheduled", m.SkipReason.OUTSIDE_CATCHUP_WINDOW)

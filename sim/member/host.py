@@ -3,12 +3,14 @@
 The production shell (zksched/runtime/fire) hands its ZooKeeper work to pools. Here a pool's
 job is a request on its way: it runs when it reaches the ensemble (after the network's
 latency, in the order sent), all at once against the ZooKeeper model, and what it posts to
-the engine, or submits next, reaches the member after the reply's latency. Each ZooKeeper
-call inside it (`SimHost.call`) meets the network on its own: a member cut off fails every
-call (ConnectionLoss, known after the call timeout), a reply can be lost after its call
-applied, and a job sent by a member that died since lands its first call only (the one on
-the wire). Commands start on `starters`, after the process table's start delay. The
-engine's inbox wakes the member for a turn; its timers and chores get turns of their own.
+the engine, or submits next, reaches the member after the reply's latency. The ZooKeeper
+calls inside it (`SimHost.call`) meet the network: a member cut off fails every call
+(ConnectionLoss, known after the call timeout); the connection can drop during a job (as
+often as the network loses replies): one of its first calls applies and its reply is lost,
+the calls after it fail; and a job sent by a member that died since lands its first call
+only (the one on the wire). Commands start on `starters`, after the process table's start
+delay. The engine's inbox wakes the member for a turn; its timers and chores get turns of
+their own.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 CHORES_EVERY = 1.0  # the engine's thread wakes at least this often (its queue's timeout)
+DROP_WITHIN = 6  # a connection drop during a job comes at one of its first calls
 
 _KAZOO: dict[type[ZkError], type[Exception]] = {
     NoNode: kz.NoNodeError,
@@ -91,6 +94,7 @@ class Request:
     cut: bool = False  # the member and the ensemble could not talk
     first_only: bool = False  # its member died since it was sent
     calls: int = 0
+    lost_at: int = 0  # the call whose reply is lost, the connection dropping (0: none)
     heard: bool = False  # a call was answered (the session lives)
     expired: bool = False  # a call was told the session expired
     posts: list[Any] = field(default_factory=list)  # to the engine's inbox, at the reply
@@ -154,6 +158,7 @@ class SimHost:
         member, world = self._member, self.world
         job.first_only = not member.alive
         job.reply_at = world.t if job.cut else world.reply(member)
+        job.lost_at = self._drop()
         self.current = job
         try:
             fn(*args)
@@ -183,6 +188,7 @@ class SimHost:
         job = self.current
         if job is None:
             job = Request(self._member.session, self.world.t, self.world.t)
+            job.lost_at = self._drop()
             try:
                 return self._call(job, apply)
             finally:
@@ -190,10 +196,15 @@ class SimHost:
                     self.world.after(0.0, self._answered, job)
         return self._call(job, apply)
 
+    def _drop(self) -> int:
+        """Whether the connection drops during a job: 0, or at which of its calls."""
+        rng = self.world.rng
+        return rng.randint(1, DROP_WITHIN) if rng.random() < self.world.net.lost_reply else 0
+
     def _call(self, job: Request, apply: Callable[[ZkModel, int], T]) -> T:
         world, member = self.world, self._member
-        if job.first_only and job.calls:
-            raise kz.ConnectionLoss()
+        if (job.first_only and job.calls) or (job.lost_at and job.calls >= job.lost_at):
+            raise kz.ConnectionLoss()  # the connection is gone for the rest of the job
         job.calls += 1
         if job.cut or job.session is None or not world.reachable(member):
             job.cut = True
@@ -212,7 +223,7 @@ class SimHost:
         if not world.reachable(member, job.reply_at):
             job.cut = True  # cut off before its reply came: known after the call timeout
             raise kz.ConnectionLoss()
-        if world.rng.random() < world.net.lost_reply:
+        if job.calls == job.lost_at:
             raise kz.ConnectionLoss()  # its reply is lost (whatever it did stays done)
         job.heard = True
         if error is not None:
