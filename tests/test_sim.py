@@ -5,6 +5,8 @@ and in the shell are caught)."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -60,11 +62,42 @@ def test_a_seed_replays_event_for_event() -> None:
     assert first.trace == again.trace
 
 
+REPLAY = """
+import hashlib
+from sim.scenario import SimConfig, simulate
+result = simulate(SimConfig(23, minutes=10, trace=True))
+print(hashlib.sha256(repr(result.trace).encode()).hexdigest(), result.requests)
+"""
+
+
+def test_a_seed_replays_the_same_in_another_process() -> None:
+    """Whatever Python's string hashing (PYTHONHASHSEED): an order taken from a set, in the
+    shell or the core, would make a seed's run differ from one process to the next."""
+    runs = {
+        subprocess.run(
+            [sys.executable, "-c", REPLAY],
+            env={**os.environ, "PYTHONHASHSEED": str(hash_seed)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for hash_seed in (1, 2, 3)
+    }
+    assert len(runs) == 1, runs
+
+
+# Seeds searched for a planting's first catch: 40, or more for a bug the production shell
+# mostly masks (a claim sent again after a lost reply finds its own nonce and stays one claim;
+# only a reclaim that another member's claim overtakes shows it).
+SEARCH = {"lost-reply-as-failure": 240}
+
+
 @pytest.mark.parametrize("name", sorted(PLANTINGS))
 def test_a_planted_bug_is_caught(name: str) -> None:
     """Each bug planted in the core or the shell fails some seed among the first 40 (in
-    seconds)."""
-    outcomes = run_many(range(40), 10.0, WORKERS, plant=name, stop_on_first=True)
+    seconds; see SEARCH)."""
+    seeds = range(SEARCH.get(name, 40))
+    outcomes = run_many(seeds, 10.0, WORKERS, plant=name, stop_on_first=True)
     caught = [o for o in outcomes if o.violations]
     assert caught, f"{name} went unnoticed over {len(outcomes)} seeds"
     # by a guarantee's check: an exception would say the planting itself is broken

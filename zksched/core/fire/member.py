@@ -134,7 +134,7 @@ class MemberFireCore:
     def _align_jobs(self, names: Collection[str], now: float) -> list[m.Action]:
         """`_align` for the jobs that moved (a membership change, same session)."""
         out: list[m.Action] = []
-        for name in names:
+        for name in sorted(names):  # one order whatever the set's: a run can be replayed
             entry = self._table.get(name)
             if entry is not None:
                 out += self._align_job(name, entry[0], entry[1], now)
