@@ -92,7 +92,11 @@ def test_a_seed_replays_the_same_in_another_process() -> None:
 SEARCH = {"lost-reply-as-failure": 240}
 
 
-@pytest.mark.parametrize("name", sorted(PLANTINGS))
+@pytest.mark.parametrize(
+    "name",
+    # the long search goes with the soak (CI runs it; the quick lane does not)
+    [pytest.param(n, marks=pytest.mark.soak) if n in SEARCH else n for n in sorted(PLANTINGS)],
+)
 def test_a_planted_bug_is_caught(name: str) -> None:
     """Each bug planted in the core or the shell fails some seed among the first 40 (in
     seconds; see SEARCH)."""
