@@ -174,6 +174,13 @@ def test_the_package_never_imports_the_lab() -> None:
     assert lab == []
 
 
+def test_no_lab_folder_is_left_in_the_package() -> None:
+    """The bench, chaos lab and simulator live in tools/ and sim/, never under zksched/
+    (not even as a folder left behind by a move)."""
+    left = [p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name in {"sim", "devtools"}]
+    assert left == []
+
+
 def test_no_import_circle() -> None:
     graph = {module: {t for t, _ in zksched_imports(module)} for module in MODULES}
     # the facade imports the app lazily by name; nothing imports the facade but __main__
