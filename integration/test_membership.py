@@ -6,9 +6,11 @@ import json
 import re
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from kazoo.client import KazooClient
 
+from integration.fires import FireLog, recording_job
 from integration.harness import HOSTNAME, SESSION_TIMEOUT, DaemonProcess, run_cli, wait_until
 from tools.faultproxy import BLACKHOLE, PASS, FaultProxy
 from tools.zkserver import ZkEnsemble, ZkServer
@@ -164,3 +166,31 @@ def test_every_member_holds_the_same_table_after_every_change(daemons: Start) ->
             leaver = group.pop(0)
             leaver.terminate()
             ids.discard(leaver.member_id)
+
+
+def test_a_starting_daemon_joins_only_once_it_has_weighed_every_job(
+    daemons: Start, zk: str, client_id: str, tmp_path: Path
+) -> None:
+    """Its node appears after its job table is read and every owner weighed: the share the
+    others hand it when it joins is one it can run at once (no gap, nothing run twice)."""
+    out = tmp_path / "fires.log"
+    jobfile = tmp_path / "jobs.toml"
+    jobfile.write_text("\n".join(recording_job(f"tick-{i}", out) for i in range(12)))
+    first = daemons()
+    assert run_cli(zk, client_id, "jobs", "apply", str(jobfile)).returncode == 0
+    log = FireLog(out)
+    log.wait_for(lambda: len(log.fire_keys()) >= 24, 30)
+    second = daemons()
+    wait_until(
+        lambda: all_agree([first, second], {first.member_id, second.member_id}), 30, what="join"
+    )
+    ready = second.events("ready-to-join")
+    assert [e["jobs"] for e in ready] == [12], ready
+    joined = next(e for e in second.events("members") if second.member_id in e["members"])
+    assert float(ready[0]["ts"]) <= float(joined["ts"])
+    seen_before = [e for e in first.events("members") if float(e["ts"]) < float(ready[0]["ts"])]
+    assert not any(second.member_id in e["members"] for e in seen_before)
+    log.wait_for(lambda: second.member_id in {line[1] for line in log.lines()}, 15)
+    time.sleep(2)
+    assert not log.duplicates()
+    assert second.alive and first.alive

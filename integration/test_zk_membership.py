@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -317,3 +318,54 @@ def test_a_deep_queue_of_own_requests_is_not_silence(
     assert all(connected[seen:]), "went silent while ZooKeeper answered its every request"
     assert membership.view.active
     membership.stop()
+
+
+def test_a_held_member_reads_the_cluster_but_joins_only_when_told(
+    zk_client: Callable[..., KazooClient], kazoo: KazooClient, zk: str, client_id: str
+) -> None:
+    """A starting daemon holds its node back until its owner table is weighed: meanwhile it
+    sees the members (a connected view that owns nothing, carrying the record it will join
+    with), and the others keep its share."""
+    paths = ClusterPaths(client_id)
+    other = ClusterMembership(zk_client(zk), paths, Member(member_id="old-1"), TIMEOUT)
+    other.start()
+    wait_until(lambda: other.view.active, 30, what="the first member joined")
+    me = Member(member_id="new-2", labels={"zone": "a"})
+    held = ClusterMembership(zk_client(zk), paths, me, TIMEOUT, hold_join=60)
+    published: list[ClusterView] = []
+    held.add_view_listener(published.append)
+    held.start()
+    waiting = wait_until(
+        lambda: next((v for v in published if v.connected), None), 30, what="a connected view"
+    )
+    assert waiting.joining == me and waiting.my_znode is None and not waiting.active
+    assert waiting.table.member_ids == ("old-1",)
+    time.sleep(1.0)  # several of its loop's turns: still no node
+    assert not own_nodes(kazoo, paths, "new-2")
+    assert other.view.table.member_ids == ("old-1",)
+
+    held.join()
+    wait_until(lambda: held.view.active, 30, what="joined once told")
+    assert held.view.joining is None
+    assert own_nodes(kazoo, paths, "new-2") == [held.view.my_znode]
+    wait_until(lambda: other.view.table.member_ids == ("new-2", "old-1"), 30, what="seen")
+    held.stop()
+    other.stop()
+
+
+def test_a_held_member_joins_by_itself_after_the_hold_limit(
+    zk_client: Callable[..., KazooClient],
+    kazoo: KazooClient,
+    zk: str,
+    client_id: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Never told (its job table could not be read): it joins after the limit, and says so."""
+    paths = ClusterPaths(client_id)
+    held = ClusterMembership(zk_client(zk), paths, Member(member_id="slow-3"), TIMEOUT, hold_join=1)
+    with caplog.at_level(logging.WARNING):
+        held.start()
+        wait_until(lambda: held.view.active, 30, what="joined after the hold limit")
+    assert own_nodes(kazoo, paths, "slow-3") == [held.view.my_znode]
+    assert any(getattr(r, "event", None) == "join-unready" for r in caplog.records)
+    held.stop()

@@ -43,6 +43,11 @@ from zksched.zk.paths import ClusterPaths
 
 log = logging.getLogger(__name__)
 
+# A starting member joins the cluster (creates its node) only once it has read the job
+# table and weighed every job's owner, or this many seconds after it first read the members:
+# joined before, its share would be handed to it while it could not run it yet.
+JOIN_HOLD_LIMIT = 60.0
+
 
 def default_member_id() -> str:
     return member_id_of(os.getpid())
@@ -104,6 +109,7 @@ class Daemon:
             self.member,
             session_timeout=config.zk.session_timeout,
             hosts_label=config.zk.hosts,
+            hold_join=JOIN_HOLD_LIMIT,
         )
         call_timeout = max(1.0, config.zk.session_timeout / 3)
         self.skips = SkipLog()
@@ -134,6 +140,8 @@ class Daemon:
             ThreadHost(self.clock),
             functions=self.functions,
         )
+        # the member's node appears once the engine has weighed every job's owner
+        self.engine.on_ready_to_join = self.cluster.join
         self.cluster.add_session_loss_listener(self.engine.session_lost)
         self.jobs = JobTableWatcher(
             self.client,

@@ -25,20 +25,19 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from zksched.core.allowlist import command_refusal
 from zksched.core.fire import model as m
 from zksched.core.fire.member import MemberFireCore
 from zksched.core.firekey import fire_key, parse_utc
 from zksched.core.jobspec import JobSpec
-from zksched.core.owners import OwnerTable
 from zksched.runtime.fire.run_actions import CoreCall, FireSettings, RunActions
 from zksched.runtime.fire.stores import FireStores
-from zksched.runtime.fire.tuning import CHORES_INTERVAL, STEPS_PER_TURN
+from zksched.runtime.fire.tuning import CHORES_INTERVAL, STEPS_PER_TURN, WEIGH_SLICE
 from zksched.runtime.fire.zk_actions import ZkActions
 from zksched.runtime.host import Host, Inbox
 from zksched.runtime.membership import (
     ClusterView,
     JobsSnapshot,
+    OwnerChain,
     Trigger,
     TriggerIntake,
 )
@@ -46,7 +45,6 @@ from zksched.runtime.run import AttemptLog, FunctionRunner, Runner, after_claim
 from zksched.runtime.skips import SkipLog
 
 log = logging.getLogger("zksched.fire")
-
 
 
 @dataclass
@@ -74,9 +72,7 @@ class FireEngine:
         self._skips = skips
         self._settings = settings
         self._clock = host.clock
-        self.core = core or MemberFireCore(
-            m.FireTunables(on_session_loss=settings.on_session_loss)
-        )
+        self.core = core or MemberFireCore(m.FireTunables(on_session_loss=settings.on_session_loss))
         self.io = ZkActions(
             stores,
             settings.member_id,
@@ -101,9 +97,12 @@ class FireEngine:
         self._table: Mapping[str, JobSpec] = {}
         self._owned: frozenset[str] = frozenset()
         self._owned_dirty = False
-        self._refused: set[tuple[str, str]] = set()
         self._view: ClusterView | None = None
-        self._owners = OwnerTable()  # this thread's owner table (update_view)
+        self._owners = OwnerChain(skips, settings.allowed_commands, self._post, WEIGH_SLICE)
+        self._jobs_known = False  # a job table came (update_jobs)
+        # Called once (this thread) when every job is weighed while this member waits to
+        # join (its view carries `joining`): the membership may create its node then.
+        self.on_ready_to_join: Callable[[], None] | None = None
         self._background = host.pool("zksched-background", 2)
         self._intake = TriggerIntake(
             stores.triggers.take,
@@ -139,8 +138,10 @@ class FireEngine:
         def step(now: float) -> list[m.Action]:
             self._owned_dirty = True
             self._table = {name: spec for name, (spec, _) in table.items()}
+            self._jobs_known = True
             if self._view is not None:
-                self._note_refused(self._view)
+                self._owners.note_refused(self._view, self._table, None)
+            self._weigh_before_joining()
             return self.core.table_changed(table, now)
 
         self._post(step)
@@ -150,26 +151,23 @@ class FireEngine:
 
         def step(now: float) -> list[m.Action]:
             self._owned_dirty = True
-            # This thread's own owner table, derived from the last one: only the jobs a
-            # membership change moved are looked at again (None: any may have moved).
-            previous, table = self._owners, self._owners.with_members(view.table.members)
-            moved = table.moved if table.derived_from == previous.generation else None
-            if table is previous:
-                moved = frozenset()
-            if self._view is None or self._view.active != view.active:
-                moved = None
-            self._owners = table
-            active, me = view.active, view.member_id
+            moved = self._owners.follow(view, self._view)
+            table, active, me = self._owners.table, view.active, view.member_id
 
             def owns(name: str, spec: JobSpec) -> bool:
                 return active and table.job_owner(name, spec) == me
 
             self._view = view if session is not None else None
             if self._view is not None:
-                self._note_refused(view, moved)
+                self._owners.note_refused(view, self._table, moved)
+            self._weigh_before_joining()
             return self.core.view_changed(session, owns, now, moved)
 
         self._post(step)
+
+    def _weigh_before_joining(self) -> None:
+        if self.on_ready_to_join is not None and self._jobs_known:
+            self._owners.weigh_before_joining(self._view, self._table, self.on_ready_to_join)
 
     def session_lost(self) -> None:
         """The session may be lost (the membership's verdict): never reuse its locks, and
@@ -386,29 +384,3 @@ class FireEngine:
                     self.io.return_trigger(job)
                 case m.Warn(job, event, text):
                     log.warning("%s: %s", job, text, extra={"event": event, "job": job})
-
-    def _note_refused(self, view: ClusterView, moved: frozenset[str] | None = None) -> None:
-        """Report once per job and command a job ours by labels that our command allow-list
-        refuses (the owner table gave it to the next eligible member). `moved`: only these
-        jobs can have changed hands since the last look."""
-        if self._settings.allowed_commands is None or not view.active:
-            return
-        table, me = self._owners, view.member_id
-        names = self._table.keys() if moved is None else moved & self._table.keys()
-        for name in names:
-            spec = self._table[name]
-            if spec.kind == "function":
-                continue  # a daemon never runs those (an allow-list has nothing to say)
-            program = spec.command[0]
-            if (name, program) in self._refused:
-                continue
-            runner = table.job_owner(name, spec)
-            if runner != me and table.owner(name, spec.labels) == me:
-                self._refused.add((name, program))
-                why = command_refusal(self._settings.allowed_commands, program, spec.env)
-                self._skips.skip(
-                    name,
-                    "command-not-allowed",
-                    f"{why or 'refused'}; "
-                    + (f"{runner} runs it" if runner else "no member allows it: it does not run"),
-                )

@@ -9,6 +9,7 @@ from __future__ import annotations
 # engine.py: the core's thread
 STEPS_PER_TURN = 1000  # queued events handled before claims and lease takes go out together
 CHORES_INTERVAL = 2.0  # seconds between retries of unwritten results and leftover lock nodes
+WEIGH_SLICE = 5000  # jobs weighed per turn before joining (300 members: about 0.5 s a slice)
 
 # run_actions.py: starting commands
 STARTERS = 4  # threads that start commands (a start waits for the kernel, not the GIL)

@@ -67,8 +67,17 @@ class ClusterMembership:
         session_timeout: float,
         call_timeout: float | None = None,
         hosts_label: str | None = None,
+        hold_join: float | None = None,
     ) -> None:
+        """`hold_join`: read the members but create no node of ours until `join()` is called,
+        or until this many seconds after the first such read (None: join at once)."""
         self._client = client
+        self._member = member
+        self._hold_join = hold_join
+        self._hold_until: float | None = None
+        self._join_allowed = threading.Event()
+        if hold_join is None:
+            self._join_allowed.set()
         self._hosts_label = hosts_label or ",".join(f"{h}:{p}" for h, p in client.hosts)
         self._paths = paths
         self._session_timeout = session_timeout
@@ -116,6 +125,12 @@ class ClusterMembership:
         """Called (coordinator thread) when the session is, or may already be, gone."""
         self._loss_listeners.append(listener)
 
+    def join(self) -> None:
+        """Create this member's node now (it was held back: see `hold_join`). Any thread."""
+        if not self._join_allowed.is_set():
+            self._join_allowed.set()
+            self._wakeup.put("join")
+
     def start(self) -> None:
         if self._thread is not None:
             return  # idempotent
@@ -140,7 +155,7 @@ class ClusterMembership:
         self._client.remove_listener(self._on_state)
         # owning nothing from now on, on the same session: a claim answered while the daemon
         # stops is still its own to run (the next owner finds it taken), not a skip
-        self._publish(replace(self._view, my_znode=None))
+        self._publish(replace(self._view, my_znode=None, joining=None))
         if self._client.connected:
             try:
                 self._registration.leave()
@@ -173,7 +188,7 @@ class ClusterMembership:
                 break
             if reason.startswith("state:"):
                 self._state_changed(reason[len("state:") :])
-            elif reason == "members":
+            elif reason in ("members", "join"):
                 self._dirty = True
             try:
                 self._step()
@@ -223,6 +238,19 @@ class ClusterMembership:
         if self._silent:
             return  # no reply for a while: the watchdog wakes us when ZooKeeper answers
         self._waiting_since = now
+        if (
+            self._hold_until is not None
+            and now >= self._hold_until
+            and not self._join_allowed.is_set()
+        ):
+            log.warning(
+                "joining the cluster %.0fs after reading it, before this member was ready "
+                "(the job table not read yet?): its share may wait while it catches up",
+                self._hold_join,
+                extra={"event": "join-unready"},
+            )
+            self._join_allowed.set()
+            self._dirty = True
         if now - self._last_read > RESYNC_INTERVAL:
             self._dirty = True
         if self._dirty and now >= self._next_retry:
@@ -236,9 +264,11 @@ class ClusterMembership:
                 self._paths_ready_session = session_id
             self._dirty = False
             snapshot = self._reader.read(self._on_members_changed)
-            znode = self._registration.ensure(snapshot)
-            if znode not in {m.znode for m in snapshot.members}:
-                snapshot = self._reader.read(self._on_members_changed)
+            znode: str | None = None
+            if self._join_allowed.is_set():
+                znode = self._registration.ensure(snapshot)
+                if znode not in {m.znode for m in snapshot.members}:
+                    snapshot = self._reader.read(self._on_members_changed)
         except (KazooException, KazooTimeoutError, RuntimeError) as exc:
             self._dirty = True
             self._next_retry = time.monotonic() + RETRY_DELAY
@@ -252,7 +282,7 @@ class ClusterMembership:
         self._publish_snapshot(snapshot, session_id, znode)
 
     def _publish_snapshot(
-        self, snapshot: MemberSnapshot, session_id: int | None, znode: str
+        self, snapshot: MemberSnapshot, session_id: int | None, znode: str | None
     ) -> None:
         old = self._view
         table = OwnerTable(snapshot.members)
@@ -260,7 +290,12 @@ class ClusterMembership:
             # the same members (a resync, a reconnect): keep the old table and its memo, so
             # that nobody recomputes every job's owner (100,000 jobs: most of a second)
             table = old.table
-        view = ClusterView(True, session_id, self.member_id, znode, table)
+        joining = None
+        if znode is None:
+            joining = self._member
+            if self._hold_until is None and self._hold_join is not None:
+                self._hold_until = time.monotonic() + self._hold_join
+        view = ClusterView(True, session_id, self.member_id, znode, table, joining)
         if view == old:
             return  # nothing changed: the scheduler need not re-align its owned set
         if old.table != table or not old.connected or old.my_znode != znode:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from zksched.core.jobspec import JobSpec
+from zksched.core.members import Member
 from zksched.core.owners import OwnerTable
 
 
@@ -21,6 +22,9 @@ class ClusterView:
     member_id: str
     my_znode: str | None
     table: OwnerTable
+    # This member's record while it waits to join (connected, no node yet): the fire engine
+    # weighs every job with it beforehand, so that joining moves its share without delay.
+    joining: Member | None = None
 
     @cached_property  # asked for every job in a reconcile: once per view
     def active(self) -> bool:

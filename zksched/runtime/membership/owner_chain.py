@@ -1,0 +1,119 @@
+"""The fire thread's own owner table (`OwnerChain`): derived from the last one on every
+cluster view, so that only the jobs a membership change moved are looked at again; weighed
+in full before this member joins; and the command allow-list refusals it implies.
+
+Runs on the fire engine's thread only (runtime/fire/engine.py): no locks.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+
+from zksched.core.allowlist import command_refusal
+from zksched.core.fire import model as m
+from zksched.core.jobspec import JobSpec
+from zksched.core.owners import OwnerTable
+from zksched.runtime.membership.view import ClusterView
+from zksched.runtime.skips import SkipLog
+
+log = logging.getLogger("zksched.fire")
+
+Step = Callable[[float], list[m.Action]]  # run on the engine's thread at a time `now`
+
+
+class OwnerChain:
+    def __init__(
+        self,
+        skips: SkipLog,
+        allowed_commands: tuple[str, ...] | None,
+        post: Callable[[Step], None],
+        weigh_slice: int,
+    ) -> None:
+        """`post` queues a step on the engine's thread: a slice of `weigh_slice` jobs of the
+        weighing before joining."""
+        self.table = OwnerTable()
+        self._slice = weigh_slice
+        self._skips = skips
+        self._allowed = allowed_commands
+        self._post = post
+        self._refused: set[tuple[str, str]] = set()
+        self._weighing = False
+
+    def follow(self, view: ClusterView, last: ClusterView | None) -> frozenset[str] | None:
+        """Derive the table for `view` from the last one; the jobs whose owner changed
+        (None: any may have, e.g. this member joined or left the view it had: `last`)."""
+        members = view.table.members
+        if view.joining is not None:  # weighed as if joined: joining then moves little
+            members = (*members, view.joining)
+        previous, table = self.table, self.table.with_members(members)
+        self.table = table
+        if table is previous:
+            moved: frozenset[str] | None = frozenset()
+        elif table.derived_from == previous.generation:
+            moved = table.moved
+        else:
+            moved = None
+        if last is None or last.active != view.active:
+            moved = None
+        return moved
+
+    def weigh_before_joining(
+        self, view: ClusterView | None, jobs: Mapping[str, JobSpec], ready: Callable[[], None]
+    ) -> None:
+        """While this member waits to join (`view.joining`), weigh every job's owner over
+        the members and itself, a slice per step (the thread's other steps and heartbeat go
+        on), then call `ready`, once. Its node appears only then: the others hand it its
+        share when it can act at once, and the join itself costs one weight per job."""
+        if self._weighing or view is None or view.joining is None:
+            return
+        self._weighing = True
+        items = list(jobs.items())
+
+        def weigh(start: int) -> Step:
+            def step(_now: float) -> list[m.Action]:
+                table = self.table  # the newest: a change meanwhile keeps what is weighed
+                for name, spec in items[start : start + self._slice]:
+                    table.job_owner(name, spec)
+                if start + self._slice < len(items):
+                    self._post(weigh(start + self._slice))
+                else:
+                    log.info(
+                        "weighed the owners of %d jobs; joining the cluster",
+                        len(items),
+                        extra={"event": "ready-to-join", "jobs": len(items)},
+                    )
+                    ready()
+                return []
+
+            return step
+
+        self._post(weigh(0))
+
+    def note_refused(
+        self, view: ClusterView, jobs: Mapping[str, JobSpec], moved: frozenset[str] | None
+    ) -> None:
+        """Report once per job and command a job ours by labels that our command allow-list
+        refuses (the owner table gave it to the next eligible member). `moved`: only these
+        jobs can have changed hands since the last look (None: any)."""
+        if self._allowed is None or not view.active:
+            return
+        table, me = self.table, view.member_id
+        names = jobs.keys() if moved is None else moved & jobs.keys()
+        for name in names:
+            spec = jobs[name]
+            if spec.kind == "function":
+                continue  # a daemon never runs those (an allow-list has nothing to say)
+            program = spec.command[0]
+            if (name, program) in self._refused:
+                continue
+            runner = table.job_owner(name, spec)
+            if runner != me and table.owner(name, spec.labels) == me:
+                self._refused.add((name, program))
+                why = command_refusal(self._allowed, program, spec.env)
+                self._skips.skip(
+                    name,
+                    "command-not-allowed",
+                    f"{why or 'refused'}; "
+                    + (f"{runner} runs it" if runner else "no member allows it: it does not run"),
+                )
