@@ -21,6 +21,8 @@ One module per benchmark family:
     members      membership changes among many members: light ones in one helper process
                  (light_members), full daemons measured (members_rig: ZooKeeper, the helper,
                  the benchmark's own owner table; members_rolling: a rolling restart)
+    job_memory   what a daemon holds per job, structure by structure (`job-memory`: in this
+                 process, tracemalloc; RSS in a fresh one; no ZooKeeper)
 
 The cluster benchmarks (fire-delay to spawn-floor) start their own ZooKeeper and members
 through `cluster`; their members are `zksched run` subprocesses logging JSON (their `fire`

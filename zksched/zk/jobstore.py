@@ -19,7 +19,8 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NoReturn
@@ -214,23 +215,25 @@ class JobStore:
 
     def read_blobs(
         self, root: TableRoot, ids: set[str]
-    ) -> dict[str, tuple[dict[str, StoredJob], str | None]]:
-        """Read (pipelined) and decode these blobs of `root`: their jobs, or why they are
-        unreadable.
+    ) -> Iterator[tuple[str, tuple[dict[str, StoredJob], str | None]]]:
+        """Read (pipelined) and decode these blobs of `root`, one at a time: each with its
+        jobs, or why it is unreadable. One at a time, so that a caller that parses them keeps
+        one bucket's decoded records at once, not the whole table's (at a million jobs, that
+        peak would stay in the process's RSS).
 
         A blob that vanished (collected after a newer apply) raises ConcurrentChange: the
         caller reads the root again. One missing while `root` is still the root raises
         CorruptTable: reading again would never end, and an apply replaces the table.
         """
-        pending = [(b, self._client.get_async(self._paths.blob(b))) for b in ids if b]
-        out: dict[str, tuple[dict[str, StoredJob], str | None]] = {}
-        for blob, result in pending:
+        pending = deque((b, self._client.get_async(self._paths.blob(b))) for b in ids if b)
+        while pending:
+            blob, result = pending.popleft()  # its bytes go with it
             try:
                 raw, _ = wait(result, self._timeout)
             except NoNodeError:
                 self._missing_blob(root, blob)
-            out[blob] = self._decode_blob(blob, raw)
-        return out
+            del result
+            yield blob, self._decode_blob(blob, raw)
 
     def _missing_blob(self, root: TableRoot, blob: str) -> NoReturn:
         stat = wait(self._client.exists_async(self._paths.jobs), self._timeout)
@@ -245,7 +248,7 @@ class JobStore:
         """Every stored job of the table `root` names, and the buckets (blob ids) that could
         not be read, with why."""
         wanted = {b for b in root.buckets if b and b not in self._blob_cache}
-        self._blob_cache.update(self.read_blobs(root, wanted))
+        self._blob_cache.update(dict(self.read_blobs(root, wanted)))
         jobs: dict[str, StoredJob] = {}
         errors: dict[str, str] = {}
         for blob in root.buckets:

@@ -157,14 +157,16 @@ class JobTableWatcher:
             ):
                 return
             wanted = {b for b in root.buckets if b and b not in self._parsed}
-            blobs = self._store.read_blobs(root, wanted)
+            # parsed as each comes: one bucket's decoded records in memory at a time (a
+            # bucket parsed before a failure stays cached: blobs never change)
+            for blob, (jobs, error) in self._store.read_blobs(root, wanted):
+                self._parsed[blob] = {name: parse_stored(s) for name, s in jobs.items()}
+                if error:  # logged as read
+                    self._unreadable.add(blob)
+                del jobs
         except CorruptTable as exc:
             log.error("%s; keeping the last good job table", exc)
             return
-        for blob, (jobs, error) in blobs.items():  # an unreadable one: logged as read
-            self._parsed[blob] = {name: parse_stored(stored) for name, stored in jobs.items()}
-            if error:
-                self._unreadable.add(blob)
         entries: dict[str, JobEntry] = {}
         for blob in root.buckets:
             if blob:
