@@ -6,10 +6,11 @@ Pure: no ZooKeeper. The ZooKeeper layer stores a table as buckets of these entri
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import ItemsView, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from zksched.core.firekey import parse_utc
 from zksched.core.jobspec import JobSpec, JobSpecError
 from zksched.core.names import name_problem
 
@@ -38,6 +39,91 @@ class JobEntry:
     @property
     def runnable(self) -> bool:
         return self.spec is not None
+
+
+class RunnableSpecs(Mapping[str, JobSpec]):
+    """name -> spec of the runnable jobs among parsed `entries`: a view, not a table of its
+    own (a daemon holds a million jobs; each table of them costs ~50 bytes a job). The
+    entries must not change while it is in use (a job table snapshot's never do)."""
+
+    __slots__ = ("_entries", "_len")
+
+    def __init__(self, entries: Mapping[str, JobEntry]) -> None:
+        self._entries = entries
+        self._len = sum(1 for e in entries.values() if e.spec is not None)
+
+    def __getitem__(self, name: str) -> JobSpec:
+        spec = self._entries[name].spec
+        if spec is None:
+            raise KeyError(name)
+        return spec
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for name, e in self._entries.items() if e.spec is not None)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def items(self) -> ItemsView[str, JobSpec]:
+        return _SpecItems(self)
+
+
+class FireTable(Mapping[str, tuple[JobSpec, float]]):
+    """name -> (spec, when it last changed, epoch seconds) of the runnable jobs among
+    `entries`, as the fire core reads the table: a view, whose pairs are made when asked
+    for; one float per distinct `updated_at` (an apply stamps its jobs alike)."""
+
+    __slots__ = ("_changed", "specs")
+
+    def __init__(self, entries: Mapping[str, JobEntry]) -> None:
+        self.specs = RunnableSpecs(entries)
+        self._changed: dict[str, float] = {}
+
+    def changed(self, updated_at: str) -> float:
+        """`updated_at` as epoch seconds (0: unreadable, i.e. long ago)."""
+        found = self._changed.get(updated_at)
+        if found is None:
+            try:
+                found = parse_utc(updated_at).timestamp()
+            except ValueError:
+                found = 0.0
+            self._changed[updated_at] = found
+        return found
+
+    def __getitem__(self, name: str) -> tuple[JobSpec, float]:
+        entry = self.specs._entries[name]
+        if entry.spec is None:
+            raise KeyError(name)
+        return entry.spec, self.changed(entry.updated_at)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.specs)
+
+    def __len__(self) -> int:
+        return len(self.specs)
+
+    def items(self) -> ItemsView[str, tuple[JobSpec, float]]:
+        return _FireItems(self)
+
+
+# Their items in one pass over the entries (the fire core walks every job on a change)
+class _SpecItems(ItemsView[str, JobSpec]):
+    _mapping: RunnableSpecs
+
+    def __iter__(self) -> Iterator[tuple[str, JobSpec]]:
+        for name, entry in self._mapping._entries.items():
+            if entry.spec is not None:
+                yield name, entry.spec
+
+
+class _FireItems(ItemsView[str, tuple[JobSpec, float]]):
+    _mapping: FireTable
+
+    def __iter__(self) -> Iterator[tuple[str, tuple[JobSpec, float]]]:
+        changed = self._mapping.changed
+        for name, entry in self._mapping.specs._entries.items():
+            if entry.spec is not None:
+                yield name, (entry.spec, changed(entry.updated_at))
 
 
 UNREADABLE_KEY = "__unreadable__"

@@ -39,6 +39,9 @@ _EMPTY: Mapping[str, str] = MappingProxyType({})
 _OwnerKey = tuple[
     str, frozenset[tuple[str, str]], str | None, frozenset[str], tuple[str, str] | None, bool
 ]
+# A job that asks for nothing (no labels, no allow-list or app to weigh) is keyed by its
+# name alone: the daemon's own string, not a tuple of 88 bytes per job of a million.
+_MemoKey = str | _OwnerKey
 _Best = tuple[str | None, int]  # the owner and its weight (-1: no member is eligible)
 _NONE: _Best = (None, -1)
 # tables of this process, told apart (never compared across hosts)
@@ -65,7 +68,9 @@ def weight(job: str, member_id: str) -> int:
     return int(mmh3.hash128(f"{job}\x00{member_id}".encode(), seed=0, x64arch=True, signed=False))
 
 
-def _eligible(member: Member, key: _OwnerKey) -> bool:
+def _eligible(member: Member, key: _MemoKey) -> bool:
+    if isinstance(key, str):
+        return True
     _job, labels, program, env, function, apps_only = key
     if apps_only and member.functions is None:
         return False
@@ -92,7 +97,7 @@ class OwnerTable:
         )
         self._by_id = {m.member_id: m for m in self._members}
         self._ids = tuple(m.member_id for m in self._members)
-        self._memo: dict[_OwnerKey, _Best] = {}
+        self._memo: dict[_MemoKey, _Best] = {}
         self._any_allow_list = any(m.allowed_commands is not None for m in self._members)
         self._any_app = any(m.functions is not None for m in self._members)
         self.generation = next(_generations)
@@ -131,7 +136,7 @@ class OwnerTable:
         moved: set[str] = set()
         memo = table._memo
         for key, (best, best_weight) in self._memo.items():
-            job = key[0]
+            job = key if isinstance(key, str) else key[0]
             if best in left:
                 new_best = table._weigh(key)
             else:
@@ -180,20 +185,23 @@ class OwnerTable:
             env = _NO_NAMES  # nobody restricts commands: one memo entry per job; with app
             # members about, "" still asks for a daemon, whatever the program
             program = "" if self._any_app else None
-        key = (job, _labels(labels), program, env, function, apps_only)
+        label_set = _labels(labels)
+        key: _MemoKey = job
+        if label_set or program is not None or function is not None or apps_only:
+            key = (job, label_set, program, env, function, apps_only)
         found = self._memo.get(key)
         if found is None:
             found = self._memo[key] = self._weigh(key)
         return found[0]
 
-    def _weigh(self, key: _OwnerKey) -> _Best:
+    def _weigh(self, key: _MemoKey) -> _Best:
         """The eligible member with the highest weight for the key's job (all of them)."""
-        job, labels, program, _env, function, apps_only = key
-        candidates: Sequence[Member] = (
-            self._members
-            if not labels and program is None and function is None and not apps_only
-            else [m for m in self._members if _eligible(m, key)]
-        )
+        candidates: Sequence[Member]
+        if isinstance(key, str):
+            job, candidates = key, self._members
+        else:
+            job = key[0]
+            candidates = [m for m in self._members if _eligible(m, key)]
         best = _NONE
         for member in candidates:
             w = weight(job, member.member_id)

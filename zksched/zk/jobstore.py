@@ -19,6 +19,7 @@ import hashlib
 import json
 import logging
 import re
+import sys
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -147,7 +148,11 @@ def decode_bucket(raw: bytes) -> tuple[dict[str, StoredJob], str | None]:
             record, updated = entry.get("spec"), entry.get("updated_at")
         else:
             record, updated = entry, None
-        jobs[name] = StoredJob(name, record, updated if isinstance(updated, str) else "")
+        if isinstance(record, dict) and record.get("name") == name:
+            record["name"] = name  # the key's string: one per job, not two (a daemon keeps it)
+        # an apply stamps every job it changes alike: one string for all of them
+        stamp = sys.intern(updated) if isinstance(updated, str) else ""
+        jobs[name] = StoredJob(name, record, stamp)
     if strangers:  # the bucket's jobs are all here: an error is for a bucket lost whole
         shown = ", ".join(strangers[:5]) + (" ..." if len(strangers) > 5 else "")
         log.error("a job bucket holds entries that are not job names (ignored): %s", shown)

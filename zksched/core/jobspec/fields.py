@@ -11,6 +11,7 @@ import difflib
 import re
 import sys
 from collections.abc import Callable, Iterable, Mapping
+from functools import lru_cache
 from typing import Any, Literal, cast
 
 from zksched.core.durations import format_duration_ms, parse_duration_ms
@@ -128,7 +129,19 @@ def _check_command(value: object) -> tuple[str, ...]:
     argv = tuple(_string(arg, f"argument {i}", MAX_ARG_CHARS) for i, arg in enumerate(value))
     if argv[0] == "":
         raise _Bad("the command's program (its first element) must not be empty")
+    return _shared_argv(argv)
+
+
+# One object for equal values among the many jobs a daemon holds (a million jobs that run
+# the same script, or keep the default durations); bounded caches, so never a leak.
+@lru_cache(maxsize=4096)
+def _shared_argv(argv: tuple[str, ...]) -> tuple[str, ...]:
     return argv
+
+
+@lru_cache(maxsize=1024)
+def _seconds(millis: int) -> float:
+    return millis / 1000
 
 
 def _millis(value: object, what: str) -> int:
@@ -146,21 +159,21 @@ def _check_timeout(value: object) -> float | None:
     millis = _millis(value, "the timeout")
     if millis <= 0:
         raise _Bad('the timeout must be positive (leave it out, or write "none", for no limit)')
-    return millis / 1000
+    return _seconds(millis)
 
 
 def _check_jitter(value: object) -> float:
     millis = _millis(value, "the jitter")
     if millis > MAX_JITTER_MS:
         raise _Bad(f"the jitter is {format_duration_ms(millis)}; the limit is 1d")
-    return millis / 1000
+    return _seconds(millis)
 
 
 def _check_catchup_window(value: object) -> float:
     millis = _millis(value, "the catch-up window")
     if millis > MAX_CATCHUP_WINDOW_MS:
         raise _Bad(f"the catch-up window is {format_duration_ms(millis)}; the limit is 366d")
-    return millis / 1000
+    return _seconds(millis)
 
 
 def _check_retries(value: object) -> int:
@@ -180,7 +193,7 @@ def _check_retry_backoff(value: object) -> float:
             f"{format_duration_ms(MIN_RETRY_BACKOFF_MS)} and "
             f"{format_duration_ms(MAX_RETRY_BACKOFF_MS)}"
         )
-    return millis / 1000
+    return _seconds(millis)
 
 
 def _choice(value: object, what: str, choices: tuple[str, ...]) -> str:

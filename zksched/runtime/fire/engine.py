@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 
 from zksched.core.fire import model as m
 from zksched.core.fire.member import MemberFireCore
-from zksched.core.firekey import fire_key, parse_utc
+from zksched.core.firekey import fire_key
 from zksched.core.jobspec import JobSpec
+from zksched.core.jobtable import FireTable
 from zksched.runtime.fire.run_actions import CoreCall, FireSettings, RunActions
 from zksched.runtime.fire.stores import FireStores
 from zksched.runtime.fire.tuning import CHORES_INTERVAL, STEPS_PER_TURN, WEIGH_SLICE
@@ -125,19 +126,12 @@ class FireEngine:
         self._queue.put(lambda now: self.core.handle(job, event, now))
 
     def update_jobs(self, snapshot: JobsSnapshot) -> None:
-        table: dict[str, tuple[JobSpec, float]] = {}
-        for name, entry in snapshot.entries.items():
-            if entry.spec is None:
-                continue
-            try:
-                changed = parse_utc(entry.updated_at).timestamp()
-            except ValueError:
-                changed = 0.0
-            table[name] = (entry.spec, changed)
+        # views of the snapshot's entries, not copies: a million jobs
+        table = FireTable(snapshot.entries)
 
         def step(now: float) -> list[m.Action]:
             self._owned_dirty = True
-            self._table = {name: spec for name, (spec, _) in table.items()}
+            self._table = table.specs
             self._jobs_known = True
             if self._view is not None:
                 self._owners.note_refused(self._view, self._table, None)
