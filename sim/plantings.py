@@ -31,7 +31,7 @@ def _catchup_without_claim(self: JobFireMachine, fire: FireInProgress, now: floa
     self.fires[fire.instant] = fire
     if fire.kind == "catchup":
         fire.stage = FireStage.STARTING
-        self._out.append(m.Start(self.spec.name, fire.instant, fire.kind, 0))
+        self._emit(m.Start(self.spec.name, fire.instant, fire.kind, 0))
         return
     _ORIGINAL["_claim"](self, fire, now)
 

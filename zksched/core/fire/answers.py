@@ -14,7 +14,7 @@ class AnswerHandling(JobState):
         self._lease_to(LeaseStage.TAKING)
         wait = min(max(wait, 0.0), self.tunables.lease_wait_max)
         self._take = next(self._takes)
-        self._out.append(m.TakeLease(self.spec.name, wait, self._take))
+        self._emit(m.TakeLease(self.spec.name, wait, self._take))
 
     def _retry(self, fire: FireInProgress, now: float) -> None:
         fire.retry_at = NEVER
@@ -26,7 +26,7 @@ class AnswerHandling(JobState):
             # once resolved, one too late to start is recorded (`_refuse_start`)
             if self.session is not None:
                 fire.step(Step.RESOLVE_SENT)
-                self._out.append(m.Resolve(self.spec.name, fire.instant))
+                self._emit(m.Resolve(self.spec.name, fire.instant))
         elif fire.stage is FireStage.PARKED:
             self._unpark(fire)
         elif fire.stage is FireStage.BACKING_OFF:
@@ -37,7 +37,7 @@ class AnswerHandling(JobState):
             # a take given up (the session went while it was on its way) answers late:
             # whatever it got is not ours, and only its own node goes back
             if event.outcome is m.LeaseOutcome.TAKEN:
-                self._out.append(m.GiveBackLease(self.spec.name, event.take))
+                self._emit(m.GiveBackLease(self.spec.name, event.take))
             return
         fire = next((f for f in self.fires.values() if f.stage is FireStage.LEASING), None)
         if event.outcome is m.LeaseOutcome.TAKEN:
@@ -82,7 +82,7 @@ class AnswerHandling(JobState):
         fire.step(Step.DROPPED)
         del self.fires[fire.instant]
         if self._gap is None:
-            self._out.append(
+            self._emit(
                 m.Warn(
                     self.spec.name,
                     "lease-wait",
@@ -97,13 +97,13 @@ class AnswerHandling(JobState):
             return  # a lock given back or given up already
         self._lease_to(LeaseStage.FREE)
         self._give_back = False
-        self._out.append(m.GiveBackLease(self.spec.name, event.take))  # the shell forgets it
+        self._emit(m.GiveBackLease(self.spec.name, event.take))  # the shell forgets it
         if self.spec.overlap == "skip":
             self._give_up_retries("the job's lease vanished")
         if self.tunables.on_session_loss == "terminate":
             for fire in self.fires.values():
                 if fire.stage in COMMAND_UP:
-                    self._out.append(m.Terminate(self.spec.name, fire.instant, "lease vanished"))
+                    self._emit(m.Terminate(self.spec.name, fire.instant, "lease vanished"))
 
     def _claim_answered(self, event: m.ClaimAnswered, now: float) -> None:
         fire = self._fire(event.instant)
@@ -121,7 +121,7 @@ class AnswerHandling(JobState):
                 if refusal is None:
                     fire.step(Step.CREATED)
                     assert event.token is not None
-                    self._out.append(
+                    self._emit(
                         m.Start(self.spec.name, fire.instant, fire.kind, event.token, fire.attempt)
                     )
                     self._record_still_running()  # this run held the job meanwhile
@@ -189,7 +189,7 @@ class AnswerHandling(JobState):
             why = m.SkipReason.NOT_CONNECTED, "contact was lost before the start; the job moved"
         if why is None:
             fire.step(Step.WITHDRAW_SENT)
-            self._out.append(m.Withdraw(self.spec.name, fire.instant))
+            self._emit(m.Withdraw(self.spec.name, fire.instant))
             return
         fire.step(Step.SETTLED)
         self._skip(fire.instant, why[0], record=False, detail=why[1])
@@ -201,7 +201,7 @@ class AnswerHandling(JobState):
         if event.done:
             fire.step(Step.WITHDRAWN)
             del self.fires[fire.instant]
-            self._withdrawals.add(fire.instant)
+            self._withdrawals[fire.instant] = None
             self._trigger_again(fire)
             return
         fire.step(Step.UNKNOWN)

@@ -89,7 +89,7 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
             if fire.stage in COMMAND_UP and (
                 self.tunables.on_session_loss == "terminate" or self._at_least_once
             ):
-                self._out.append(m.Terminate(self.spec.name, fire.instant, "session lost"))
+                self._emit(m.Terminate(self.spec.name, fire.instant, "session lost"))
         return self._finish(now)  # deactivates: fires waiting for the lease are dropped
 
     def handle(self, event: m.JobEvent, now: float) -> list[m.Action]:
@@ -153,18 +153,18 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
         elif self._triggers and not self.owned and self.session is not None:
             # moved: its new owner runs the triggers this member took and did not run
             while self._triggers:
-                self._out.append(m.ReturnTrigger(self.spec.name, self._triggers.pop(0)))
+                self._emit(m.ReturnTrigger(self.spec.name, self._triggers.pop(0)))
         if self._give_back and self.lease is LeaseStage.HELD and not self._lease_in_use():
             self._give_back = False
             self._lease_to(LeaseStage.FREE)
-            self._out.append(m.GiveBackLease(self.spec.name, self._take))
+            self._emit(m.GiveBackLease(self.spec.name, self._take))
         wake = self._wake(now)
         if wake != self.wake_at:
             self.wake_at = wake
             if wake != NEVER:
-                self._out.append(m.SetTimer(self.spec.name, wake))
-        out, self._out = self._out, []
-        return out
+                self._emit(m.SetTimer(self.spec.name, wake))
+        out, self._out = self._out, None
+        return out if out is not None else []
 
     def _deactivate(self, now: float, drop_lease: bool) -> None:
         self._give_up_retries("the job is no longer active here")
@@ -310,7 +310,7 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
 
     def _claim(self, fire: FireInProgress, now: float) -> None:
         fire.epoch = self.epoch
-        self._withdrawals.discard(fire.instant)  # it gets a record: ours, or whoever's won
+        self._withdrawals.pop(fire.instant, None)  # it gets a record: ours, or whoever's won
         self.fires[fire.instant] = fire
         if fire.kind == "catchup" and now - fire.instant.timestamp() > self.spec.catchup_window:
             # its window passed while it waited (for the job's lease): recorded, not run
@@ -323,7 +323,7 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
             and now - fire.instant.timestamp() >= self.tunables.late_claim_age
         )
         fire.attempt = self._reruns.pop(fire.instant, fire.attempt)
-        self._out.append(m.Claim(self.spec.name, fire.instant, fire.kind, late, fire.attempt))
+        self._emit(m.Claim(self.spec.name, fire.instant, fire.kind, late, fire.attempt))
 
     def _pump(self, now: float) -> None:
         """Triggers (an operator's "now": never behind a long catch-up), then catch-up

@@ -56,7 +56,7 @@ class CatchupPlanning(Redelivering):
             orphans_since = None
             if self._at_least_once:
                 orphans_since = _utc(self._plan_until - spec.catchup_window)
-            self._out.append(m.ReadHistory(spec.name, orphans_since))
+            self._emit(m.ReadHistory(spec.name, orphans_since))
 
     def _history_read(self, event: m.HistoryRead, now: float) -> None:
         if (
@@ -73,7 +73,7 @@ class CatchupPlanning(Redelivering):
         recorded = [i for i in event.instants if i <= limit]
         if len(recorded) < len(event.instants):
             future = format_utc(max(event.instants))
-            self._out.append(
+            self._emit(
                 m.Warn(spec.name, "future-record", f"records up to {future} are ignored")
             )
         lower, until = _utc(self._plan_lower), _utc(self._plan_until)
@@ -87,7 +87,7 @@ class CatchupPlanning(Redelivering):
             self._queue_reruns(event.orphans, limit)  # run again with the catch-up
         if behind:
             self._plan_retry = now + self.tunables.answer_deadline
-            self._out.append(m.ReadRanges(spec.name, tuple(next_records(behind, recorded))))
+            self._emit(m.ReadRanges(spec.name, tuple(next_records(behind, recorded))))
         else:
             self._apply_plan(now)
 
@@ -123,10 +123,10 @@ class CatchupPlanning(Redelivering):
             end = plan.run[0] - _MICRO if plan.run else _utc(self._plan_until)
             newest = spec.schedule_obj.latest_fire(after, end)
             if newest is not None:
-                self._out.append(
+                self._emit(
                     m.Skip(spec.name, newest, m.SkipReason.OUTSIDE_CATCHUP_WINDOW, "", plan.skipped)
                 )
-                self._out.append(
+                self._emit(
                     m.RecordSkip(
                         spec.name,
                         newest,

@@ -49,7 +49,7 @@ class Redelivering(JobState):
         if self._at_least_once and self.phase is JobPhase.ACTIVE and self._orphans_due <= now:
             self._orphans_due = now + self.tunables.answer_deadline  # (answered: sooner)
             since = _utc(now - self.spec.catchup_window)
-            self._out.append(m.FindOrphans(self.spec.name, since))
+            self._emit(m.FindOrphans(self.spec.name, since))
 
     def _orphans_found(self, event: m.OrphansFound, now: float) -> None:
         if not (self._at_least_once and self.phase is JobPhase.ACTIVE):

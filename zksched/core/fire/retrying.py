@@ -37,13 +37,13 @@ class Retrying(JobState):
         fire.retry_by = self._deadline(fire.instant, fire.kind, 0.0)
         why = self._no_retry(fire, at)
         if why is not None:
-            self._out.append(
+            self._emit(
                 m.Warn(spec.name, "retry-given-up", f"{self._key(fire)}: no retry: {why}")
             )
             return False
         fire.step(Step.RETRY_LATER)
         fire.retry_at, fire.last_status = at, status
-        self._out.append(m.RecordAttempt(spec.name, fire.instant, fire.attempt, status, at))
+        self._emit(m.RecordAttempt(spec.name, fire.instant, fire.attempt, status, at))
         return True
 
     def _attempt_again(self, fire: FireInProgress, now: float) -> None:
@@ -55,7 +55,7 @@ class Retrying(JobState):
         assert fire.token is not None
         fire.attempt += 1
         fire.step(Step.RETRIED)
-        self._out.append(m.Start(self.spec.name, fire.instant, fire.kind, fire.token, fire.attempt))
+        self._emit(m.Start(self.spec.name, fire.instant, fire.kind, fire.token, fire.attempt))
 
     def _give_up_retries(self, why: str) -> None:
         for fire in [f for f in self.fires.values() if f.stage is FireStage.BACKING_OFF]:
@@ -81,7 +81,7 @@ class Retrying(JobState):
 
     def _give_up(self, fire: FireInProgress, why: str) -> None:
         key = self._key(fire)
-        self._out.append(m.Warn(self.spec.name, "retry-given-up", f"{key}: no retry: {why}"))
+        self._emit(m.Warn(self.spec.name, "retry-given-up", f"{key}: no retry: {why}"))
         fire.retry_at = NEVER
         fire.step(Step.GAVE_UP)
         self._write(fire, fire.last_status)

@@ -129,7 +129,8 @@ class JobState:
         self.epoch = 0
         self.last_active = last_active  # when this member last had the job active
         self.fires: dict[datetime, FireInProgress] = {}
-        self._out: list[m.Action] = []
+        # the actions of the call under way; made by its first (most calls have none)
+        self._out: list[m.Action] | None = None
         self._next: datetime | None = None  # the next scheduled instant not yet due
         self._next_due = NEVER
         self._ahead_for: datetime | None = None  # the instant a lease was taken ahead for
@@ -153,13 +154,20 @@ class JobState:
         # instants whose claim we withdrew and that have no record of ours since: if the job
         # leaves this member before its catch-up claims or records them, they are recorded
         # (a new owner's history read may have seen the claim before it was withdrawn)
-        self._withdrawals: set[datetime] = set()
+        # (a dict as a set: an empty set is 216 bytes, an empty dict 64, per owned job)
+        self._withdrawals: dict[datetime, None] = {}
         # at-least-once: orphaned claims queued to be run again -> the attempt they run as
         self._reruns: dict[datetime, int] = {}
         self._orphans_due = NEVER  # when to look for orphaned claims next (while active)
         self._active_since = 0.0  # when the job last became active here (planning began)
         self._last_run = NEVER  # how long the job's last command here ran (NEVER: unknown)
         self.wake_at = NEVER
+
+    def _emit(self, action: m.Action) -> None:
+        if self._out is None:
+            self._out = [action]
+        else:
+            self._out.append(action)
 
     @property
     def idle(self) -> bool:
@@ -244,7 +252,7 @@ class JobState:
         reason: m.SkipReason | None = None,
         error: str | None = None,
     ) -> None:
-        self._out.append(m.WriteResult(self.spec.name, fire.instant, status, reason, error))
+        self._emit(m.WriteResult(self.spec.name, fire.instant, status, reason, error))
 
     def _drop(
         self,
@@ -269,10 +277,10 @@ class JobState:
     def _skip(
         self, instant: datetime, reason: m.SkipReason, record: bool, detail: str = ""
     ) -> None:
-        self._out.append(m.Skip(self.spec.name, instant, reason, detail))
+        self._emit(m.Skip(self.spec.name, instant, reason, detail))
         if record:
-            self._withdrawals.discard(instant)
-            self._out.append(m.RecordSkip(self.spec.name, instant, "scheduled", reason))
+            self._withdrawals.pop(instant, None)
+            self._emit(m.RecordSkip(self.spec.name, instant, "scheduled", reason))
 
     def _trigger_again(self, fire: FireInProgress) -> None:
         """A trigger's fire that did not run: the trigger waits for its turn again (it runs
@@ -283,7 +291,7 @@ class JobState:
     def _record_still_running(self) -> None:
         for instant in self._unrecorded:
             if self.session is not None:
-                self._out.append(
+                self._emit(
                     m.RecordSkip(self.spec.name, instant, "scheduled", m.SkipReason.STILL_RUNNING)
                 )
         self._unrecorded.clear()
