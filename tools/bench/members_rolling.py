@@ -95,35 +95,44 @@ def rolling_restart(
         time.sleep(pause)
     ended = time.time()
 
-    def caught_up() -> bool:  # every instant up to 2 s ago has run (catch-ups included)
-        for name in groups["all"]:
+    wait_caught_up(out, groups["all"])
+    time.sleep(2)  # the default policy's latest missed instant
+    result: Result = {"probes": PROBES, "restarts": restarts, "window_s": round(ended - began, 1)}
+    for policy, group_names in groups.items():
+        result[f"catchup_{policy}"] = count_probes(
+            zk.connect, client_id, out, group_names, began, ended
+        )
+    return result
+
+
+def wait_caught_up(out: Path, names: list[str], timeout: float = 30) -> None:
+    """Wait until every instant of these probes (`catchup = "all"`) up to 2 s ago has run,
+    catch-ups included; what is still missing then is counted lost."""
+
+    def caught_up() -> bool:
+        for name in names:
             instants = {_instant(k) for k, _, _, _ in probe_runs(out, name)}
             first, last = min(instants), int(time.time()) - 2
             if len(instants & set(range(first, last + 1))) < last + 1 - first:
                 return False
         return True
 
-    with contextlib.suppress(TimeoutError):  # what is still missing is counted lost below
-        wait_for(caught_up, 30, "the probes' missed instants to run")
-    time.sleep(2)  # the default policy's latest missed instant
-    result: Result = {"probes": PROBES, "restarts": restarts, "window_s": round(ended - began, 1)}
-    for policy, group_names in groups.items():
-        result[f"catchup_{policy}"] = _count(zk, client_id, out, group_names, began, ended)
-    return result
+    with contextlib.suppress(TimeoutError):
+        wait_for(caught_up, timeout, "the probes' missed instants to run")
 
 
-def _count(
-    zk: Zookeeper, client_id: str, out: Path, names: list[str], began: float, ended: float
+def count_probes(
+    zk: str, client_id: str, out: Path, names: list[str], began: float, ended: float
 ) -> Result:
     """Instants of these probes run, lost (with what the cluster recorded), doubled; how late
-    the first run of each instant due during the restarts started."""
+    the first run of each instant due between `began` and `ended` started."""
     outcomes = {}
     lateness: list[float] = []
     for name in names:
         runs = probe_runs(out, name)
         got = _outcome(runs, {})
         if got["lost"]:
-            got = _outcome(runs, probe_records(zk.connect, client_id, name))
+            got = _outcome(runs, probe_records(zk, client_id, name))
         outcomes[name] = got
         first: dict[str, float] = {}
         for key, _, start, attempt in runs:

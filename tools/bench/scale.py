@@ -1,5 +1,5 @@
 """The `scale` benchmark: 10k / 100k jobs on 3 members: apply and ready times, RSS, idle CPU,
-and bursts of jobs due at one instant."""
+bursts of jobs due at one instant, and a change of membership (scale_change.py)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from tools.bench.burst import measure_burst
 from tools.bench.daemons import BenchMember, apply_jobs, own_zookeeper, wait_for
 from tools.bench.registry import BenchContext, Result, at_least, benchmark
 from tools.bench.report import markdown_table, progress
+from tools.bench.scale_change import change_membership, probe_jobs
 from zksched.runtime.daemon import DaemonConfig
 
 
@@ -30,6 +31,12 @@ def _scale_arguments(parser: argparse.ArgumentParser) -> None:
         type=at_least(1),
         metavar="N",
         help="bursts one after the other, each with the spawn floor measured just before (1)",
+    )
+    parser.add_argument(
+        "--probes",
+        type=at_least(0),
+        metavar="N",
+        help="every-second probe jobs across the change of membership (20; 0: no change)",
     )
     parser.add_argument(
         "--concurrency",
@@ -64,7 +71,7 @@ def owned_total(group: Sequence[BenchMember]) -> int:
 
 @benchmark(
     "scale",
-    help="10k / 100k jobs: apply time, ready time, RSS, idle CPU, a burst due at one instant",
+    help="10k / 100k jobs: apply, ready, RSS, idle CPU, a burst, a change of membership",
     arguments=_scale_arguments,
 )
 def bench_scale(ctx: BenchContext) -> Result:
@@ -72,13 +79,16 @@ def bench_scale(ctx: BenchContext) -> Result:
     burst = ctx.args.burst or (50 if ctx.quick else 2_000)
     idle_seconds = ctx.args.idle_seconds or (1 if ctx.quick else 20)
     bursts = ctx.args.bursts or 1
+    probes = ctx.args.probes if ctx.args.probes is not None else (5 if ctx.quick else 20)
     rows: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="zksched-bench-") as tmp:
         workdir = Path(tmp)
         with own_zookeeper(workdir) as zk:
             for size in sizes:
                 rows.append(
-                    _scale_one(zk, workdir, size, burst, idle_seconds, ctx.args.concurrency, bursts)
+                    _scale_one(
+                        zk, workdir, size, burst, idle_seconds, ctx.args.concurrency, bursts, probes
+                    )
                 )
     header = [
         "jobs",
@@ -92,6 +102,10 @@ def bench_scale(ctx: BenchContext) -> Result:
         "burst max ms",
         "lost",
         "doubled",
+        "leave settled s",
+        "join settled s",
+        "change lost",
+        "change doubled",
     ]
     table = [
         [
@@ -106,6 +120,16 @@ def bench_scale(ctx: BenchContext) -> Result:
             f"{r['burst_delay_ms']['max']:.0f}",
             str(r["burst_lost"]),
             str(r["burst_doubled"]),
+            *(
+                [
+                    f"{r['change']['leave_settled_s']:.2f}",
+                    f"{r['change']['join_settled_s']:.2f}",
+                    str(r["change"]["change_lost"]),
+                    str(r["change"]["change_doubled"]),
+                ]
+                if r.get("change")
+                else ["-"] * 4
+            ),
         ]
         for r in rows
     ]
@@ -153,25 +177,30 @@ def _scale_one(
     idle_seconds: int,
     concurrency: int | None,
     bursts: int = 1,
+    probes: int = 0,
 ) -> Result:
     client_id = f"sc-{uuid.uuid4().hex[:8]}"
     jobs = quiet_daily_jobs(size, datetime.now(UTC))
+    probe_log = workdir / f"{client_id}-probes.log"
+    jobs.update(probe_jobs(probes, probe_log, paused=True))  # resumed for the change
     progress(f"scale: applying {size:,} jobs")
     apply_s = apply_jobs(zk, client_id, workdir, jobs)
     progress(f"scale: {size:,} jobs applied in {apply_s:.1f} s; starting 3 members")
     t0 = time.time()
     run_args = () if concurrency is None else ("--concurrency", str(concurrency))
-    group = [
-        BenchMember(zk, client_id, workdir / f"{client_id}-{i}.log", run_args=run_args).start()
-        for i in range(3)
-    ]
+
+    def start_member() -> BenchMember:
+        log = workdir / f"{client_id}-{uuid.uuid4().hex[:6]}.log"
+        return BenchMember(zk, client_id, log, run_args=run_args).start()
+
+    group = [start_member() for _ in range(3)]
     try:
         wait_for(
             # every member has taken its share: a first member's "owned all" from before
             # the others joined adds up to the job count too, until it drops their shares
             lambda: (
                 all(m.members_seen() == 3 and m.events("owned") for m in group)
-                and owned_total(group) == size
+                and owned_total(group) == len(jobs)
             ),
             300,
             "every job to be owned and scheduled",
@@ -190,6 +219,12 @@ def _scale_one(
             measure_burst(zk, client_id, workdir, group, jobs, f"burst{n}-", burst, apply_s)
             for n in range(bursts)
         ]
+        change = None
+        if probes:
+            change = change_membership(
+                zk, client_id, workdir, group, jobs, probes, probe_log, start_member
+            )
+            change["rss_mb_after"] = [round(m.rss_mb(), 1) for m in group]
     finally:
         for m in group:
             m.stop()
@@ -207,6 +242,7 @@ def _scale_one(
         **{k: v for k, v in first.items() if k.startswith("burst_")},
         "concurrency": concurrency or DaemonConfig.concurrency,
         "bursts": measured,
+        "change": change,
         "burst_p99_ms_median": round(statistics.median(p99s), 1),
         "p99_to_floor_median": round(statistics.median(b["p99_to_floor"] for b in measured), 3),
         "cpu_to_floor_median": round(statistics.median(b["cpu_to_floor"] for b in measured), 3),

@@ -1,0 +1,119 @@
+"""The `scale` benchmark's change of membership: among the big table, probe jobs fire every
+second while one member stops (SIGTERM) and a new one starts; how long each change takes to
+settle in every member's table, and the probes' instants lost or doubled across them.
+
+The probes are in the table from the first apply, paused (the idle measurement stays idle);
+one apply resumes them before the changes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from tools.bench.daemons import BenchMember, apply_jobs, wait_for
+from tools.bench.failover import probe_runs
+from tools.bench.members_rolling import count_probes, wait_caught_up
+from tools.bench.registry import Result
+from tools.bench.report import progress
+
+PROBE_PREFIX = "probe-"
+
+
+def probe_jobs(count: int, out: Path, paused: bool) -> dict[str, dict[str, Any]]:
+    """Every-second jobs that write each run (fire key, member, start, attempt) to `out`;
+    an instant missed during a handover is run late, not lost (`catchup = "all"`)."""
+    script = f'echo "$ZKSCHED_FIRE_KEY $ZKSCHED_MEMBER_ID $(date +%s.%N) $ZKSCHED_ATTEMPT" >> {out}'
+    return {
+        f"{PROBE_PREFIX}{i:03d}": {
+            "schedule": "* * * * * *",
+            "command": ["sh", "-c", script],
+            "catchup": "all",
+            "catchup_window": "5m",
+            "history": 1000,  # every record kept: what became of a lost instant
+            "paused": paused,
+        }
+        for i in range(count)
+    }
+
+
+def _settled(group: Sequence[BenchMember], members: int, jobs: int) -> Callable[[], bool]:
+    """Every member sees `members` members and their shares add up to `jobs`."""
+
+    def check() -> bool:
+        owned = [m.events("owned") for m in group]
+        return (
+            all(m.members_seen() == members for m in group)
+            and all(owned)
+            and (sum(int(o[-1]["owned"]) for o in owned) == jobs)
+        )
+
+    return check
+
+
+def _last_owned(group: Sequence[BenchMember]) -> float:
+    return max(float(m.events("owned")[-1]["ts"]) for m in group)
+
+
+def change_membership(
+    zk: str,
+    client_id: str,
+    workdir: Path,
+    group: list[BenchMember],
+    jobs: dict[str, dict[str, Any]],
+    probes: int,
+    out: Path,
+    start_member: Callable[[], BenchMember],
+) -> Result:
+    """Resume the probes (`jobs` holds them, paused), then SIGTERM `group[0]` and start a
+    member in its place (`group` is changed in place); each change's time to settle, the
+    probes' lost and doubled instants."""
+    names = sorted(probe_jobs(probes, out, paused=False))
+    jobs.update(probe_jobs(probes, out, paused=False))
+    progress(f"scale: resuming {probes} probe jobs")
+    resume_s = apply_jobs(zk, client_id, workdir, jobs)
+    wait_for(lambda: all(len(probe_runs(out, n)) >= 2 for n in names), 120, "the probes to fire")
+    began = time.time()
+    old = group[0]
+    progress(f"scale: stopping {old.member_id} (SIGTERM)")
+    stop_sent = time.time()
+    old.stop()  # SIGTERM; SIGKILL if it has not exited 20 s later
+    stopped_s = time.time() - stop_sent
+    killed = old.process is not None and old.process.returncode == -9
+    survivors = group[1:]
+    wait_for(_settled(survivors, 2, len(jobs)), 300, "the survivors to take the stopped share")
+    leave_settled_s = _last_owned(survivors) - stop_sent
+    progress(f"scale: settled {leave_settled_s:.2f} s after the SIGTERM; starting a member")
+    started = time.time()
+    new = start_member()
+    group[0] = new
+    wait_for(_settled(group, 3, len(jobs)), 600, "every member to settle after the join")
+    joined = [
+        float(e["ts"])
+        for m in survivors
+        for e in m.events("members")
+        if float(e["ts"]) >= started and new.member_id in e["members"]
+    ]
+    join_at = min(joined) if joined else started
+    join_settled_s = _last_owned(group) - join_at
+    ended = time.time()
+    progress(f"scale: settled {join_settled_s:.2f} s after the join; counting the probes")
+    wait_caught_up(out, names)
+    time.sleep(2)
+    counted = count_probes(zk, client_id, out, names, began, ended)
+    return {
+        "probes": probes,
+        "resume_apply_s": round(resume_s, 2),
+        "stop_s": round(stopped_s, 2),  # SIGTERM -> the process exited
+        "killed": killed,
+        "leave_settled_s": round(leave_settled_s, 2),  # SIGTERM -> the last share taken
+        "start_to_join_s": round(join_at - started, 2),  # start -> the others see it
+        "join_settled_s": round(join_settled_s, 2),  # seen -> every member's share settled
+        "change_lost": counted["lost"],
+        "change_doubled": counted["doubled"],
+        "change_instants": counted["instants"],
+        "change_late_s": counted["late_s"],
+        "change_lost_records": counted["lost_records"],
+    }
