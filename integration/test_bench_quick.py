@@ -27,6 +27,7 @@ BENCHMARKS = [
     "scale",
     "profile",
     "spawn-floor",
+    "job-memory",
 ]
 
 
