@@ -69,8 +69,9 @@ class ClusterMembership:
         hosts_label: str | None = None,
         hold_join: float | None = None,
     ) -> None:
-        """`hold_join`: read the members but create no node of ours until `join()` is called,
-        or until this many seconds after the first such read (None: join at once)."""
+        """`hold_join`: while other members are there, read them but create no node of ours
+        until `join()` is called, or until this many seconds after the first such read
+        (None: join at once)."""
         self._client = client
         self._member = member
         self._hold_join = hold_join
@@ -265,6 +266,12 @@ class ClusterMembership:
             self._dirty = False
             snapshot = self._reader.read(self._on_members_changed)
             znode: str | None = None
+            if not any(m.member_id != self.member_id for m in snapshot.members):
+                # Nobody else there (a cluster starting together): no share would be handed
+                # to this member before it is ready, and joining now lets those starting
+                # with it see it before their job tables arrive (else the first to join
+                # would take every job, and drop most of them a moment later).
+                self._join_allowed.set()
             if self._join_allowed.is_set():
                 znode = self._registration.ensure(snapshot)
                 if znode not in {m.znode for m in snapshot.members}:
