@@ -362,6 +362,9 @@ def test_a_held_member_joins_by_itself_after_the_hold_limit(
 ) -> None:
     """Never told (its job table could not be read): it joins after the limit, and says so."""
     paths = ClusterPaths(client_id)
+    other = ClusterMembership(zk_client(zk), paths, Member(member_id="old-1"), TIMEOUT)
+    other.start()
+    wait_until(lambda: other.view.active, 30, what="the first member joined")
     held = ClusterMembership(zk_client(zk), paths, Member(member_id="slow-3"), TIMEOUT, hold_join=1)
     with caplog.at_level(logging.WARNING):
         held.start()
@@ -369,3 +372,16 @@ def test_a_held_member_joins_by_itself_after_the_hold_limit(
     assert own_nodes(kazoo, paths, "slow-3") == [held.view.my_znode]
     assert any(getattr(r, "event", None) == "join-unready" for r in caplog.records)
     held.stop()
+    other.stop()
+
+
+def test_a_member_that_finds_nobody_joins_at_once_though_held(
+    zk_client: Callable[..., KazooClient], kazoo: KazooClient, zk: str, client_id: str
+) -> None:
+    """Nobody would hand it a share: members starting together see each other at once."""
+    paths = ClusterPaths(client_id)
+    first = ClusterMembership(zk_client(zk), paths, Member(member_id="first-4"), TIMEOUT, 60)
+    first.start()
+    wait_until(lambda: first.view.active, 30, what="joined without being told")
+    assert own_nodes(kazoo, paths, "first-4") == [first.view.my_znode]
+    first.stop()

@@ -48,7 +48,7 @@ def test_a_quick_run_of_seeds_holds_every_guarantee() -> None:
 FOUND = (22, 61, 497, 585, 875, 911, 1150, 1339, 1824, 1991)
 
 
-@pytest.mark.soak  # CI runs it beside the other tests; the quick lane leaves it out
+@pytest.mark.slow  # the full run has it; the quick lane leaves it out
 def test_the_seeds_that_found_bugs_hold_every_guarantee() -> None:
     outcomes = run_many(FOUND, 10.0, WORKERS)
     assert not [o for o in outcomes if o.violations], describe(outcomes)
@@ -71,7 +71,7 @@ print(hashlib.sha256(repr(result.trace).encode()).hexdigest(), result.requests)
 """
 
 
-@pytest.mark.soak  # three processes of ten simulated minutes: CI's, not the quick lane's
+@pytest.mark.slow  # three processes of ten simulated minutes: the full run's
 def test_a_seed_replays_the_same_in_another_process() -> None:
     """Whatever Python's string hashing (PYTHONHASHSEED): an order taken from a set, in the
     shell or the core, would make a seed's run differ from one process to the next."""

@@ -39,6 +39,7 @@ from kazoo.protocol.states import KazooState, KeeperState
 
 from zksched.core.members import Member
 from zksched.core.owners import OwnerTable
+from zksched.runtime.membership.join_hold import JoinHold
 from zksched.runtime.membership.view import ClusterView
 from zksched.zk.connection import abandon_connection, ensure_paths
 from zksched.zk.handler import last_reply, session_timeout_of
@@ -69,15 +70,11 @@ class ClusterMembership:
         hosts_label: str | None = None,
         hold_join: float | None = None,
     ) -> None:
-        """`hold_join`: read the members but create no node of ours until `join()` is called,
-        or until this many seconds after the first such read (None: join at once)."""
+        """`hold_join`: into a running cluster, create no node of ours until `join()` is
+        called or this many seconds have passed (join_hold.py; None: join at once)."""
         self._client = client
         self._member = member
-        self._hold_join = hold_join
-        self._hold_until: float | None = None
-        self._join_allowed = threading.Event()
-        if hold_join is None:
-            self._join_allowed.set()
+        self._hold = JoinHold(member.member_id, hold_join)
         self._hosts_label = hosts_label or ",".join(f"{h}:{p}" for h, p in client.hosts)
         self._paths = paths
         self._session_timeout = session_timeout
@@ -127,8 +124,7 @@ class ClusterMembership:
 
     def join(self) -> None:
         """Create this member's node now (it was held back: see `hold_join`). Any thread."""
-        if not self._join_allowed.is_set():
-            self._join_allowed.set()
+        if self._hold.release():
             self._wakeup.put("join")
 
     def start(self) -> None:
@@ -238,18 +234,7 @@ class ClusterMembership:
         if self._silent:
             return  # no reply for a while: the watchdog wakes us when ZooKeeper answers
         self._waiting_since = now
-        if (
-            self._hold_until is not None
-            and now >= self._hold_until
-            and not self._join_allowed.is_set()
-        ):
-            log.warning(
-                "joining the cluster %.0fs after reading it, before this member was ready "
-                "(the job table not read yet?): its share may wait while it catches up",
-                self._hold_join,
-                extra={"event": "join-unready"},
-            )
-            self._join_allowed.set()
+        if self._hold.overdue(now):
             self._dirty = True
         if now - self._last_read > RESYNC_INTERVAL:
             self._dirty = True
@@ -265,7 +250,7 @@ class ClusterMembership:
             self._dirty = False
             snapshot = self._reader.read(self._on_members_changed)
             znode: str | None = None
-            if self._join_allowed.is_set():
+            if self._hold.may_join(snapshot.members):
                 znode = self._registration.ensure(snapshot)
                 if znode not in {m.znode for m in snapshot.members}:
                     snapshot = self._reader.read(self._on_members_changed)
@@ -293,8 +278,7 @@ class ClusterMembership:
         joining = None
         if znode is None:
             joining = self._member
-            if self._hold_until is None and self._hold_join is not None:
-                self._hold_until = time.monotonic() + self._hold_join
+            self._hold.waiting()
         view = ClusterView(True, session_id, self.member_id, znode, table, joining)
         if view == old:
             return  # nothing changed: the scheduler need not re-align its owned set
