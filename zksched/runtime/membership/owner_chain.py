@@ -7,6 +7,7 @@ Runs on the fire engine's thread only (runtime/fire/engine.py): no locks.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Callable, Mapping
 
@@ -68,27 +69,28 @@ class OwnerChain:
         if self._weighing or view is None or view.joining is None:
             return
         self._weighing = True
-        items = list(jobs.items())
+        # an iterator, not a list of a million pairs: the table's entries never change (a
+        # new table is a new snapshot)
+        items, count = iter(jobs.items()), len(jobs)
 
-        def weigh(start: int) -> Step:
-            def step(_now: float) -> list[m.Action]:
-                table = self.table  # the newest: a change meanwhile keeps what is weighed
-                for name, spec in items[start : start + self._slice]:
-                    table.job_owner(name, spec)
-                if start + self._slice < len(items):
-                    self._post(weigh(start + self._slice))
-                else:
-                    log.info(
-                        "weighed the owners of %d jobs; joining the cluster",
-                        len(items),
-                        extra={"event": "ready-to-join", "jobs": len(items)},
-                    )
-                    ready()
-                return []
+        def step(_now: float) -> list[m.Action]:
+            table = self.table  # the newest: a change meanwhile keeps what is weighed
+            weighed = 0
+            for name, spec in itertools.islice(items, self._slice):
+                table.job_owner(name, spec)
+                weighed += 1
+            if weighed == self._slice:
+                self._post(step)
+            else:
+                log.info(
+                    "weighed the owners of %d jobs; joining the cluster",
+                    count,
+                    extra={"event": "ready-to-join", "jobs": count},
+                )
+                ready()
+            return []
 
-            return step
-
-        self._post(weigh(0))
+        self._post(step)
 
     def note_refused(
         self, view: ClusterView, jobs: Mapping[str, JobSpec], moved: frozenset[str] | None
