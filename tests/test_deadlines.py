@@ -26,9 +26,11 @@ def test_actions_run_at_their_time_in_order(keeper: Deadlines) -> None:
         ran.append("late")
         done.set()
 
-    keeper.add(0.2, late)
+    # added second but due first; the gap is wide enough that a descheduled test thread
+    # (a loaded machine) cannot make "early" due later than "late"
+    keeper.add(1.0, late)
     keeper.add(0.05, lambda: ran.append("early"))
-    assert done.wait(5)
+    assert done.wait(10)
     assert ran == ["early", "late"]
     assert keeper.pending() == 0
 
