@@ -144,6 +144,20 @@ def ms_between(
     return [(float(e[until]) - float(e[since])) * 1000 for e in fires]
 
 
+def probe_job(out: Path, **keys: Any) -> dict[str, Any]:
+    """An every-second job that appends each run (fire key, member, start, attempt) to
+    `out`; an instant missed during a handover is run late, not lost (`catchup = "all"`)."""
+    script = f'echo "$ZKSCHED_FIRE_KEY $ZKSCHED_MEMBER_ID $(date +%s.%N) $ZKSCHED_ATTEMPT" >> {out}'
+    return {
+        "schedule": "* * * * * *",
+        "command": ["sh", "-c", script],
+        "catchup": "all",
+        "catchup_window": "5m",
+        "history": 1000,  # every record kept: what became of a lost instant
+        **keys,
+    }
+
+
 def every_second_jobs(count: int, prefix: str) -> dict[str, dict[str, Any]]:
     return {
         f"{prefix}-{i:05d}": {"schedule": "* * * * * *", "command": ["true"]} for i in range(count)

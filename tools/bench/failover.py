@@ -26,6 +26,7 @@ from tools.bench.daemons import (
     every_second_jobs,
     members,
     own_zookeeper,
+    probe_job,
     wait_for,
 )
 from tools.bench.registry import BenchContext, Result, at_least, benchmark
@@ -75,19 +76,8 @@ def bench_failover(ctx: BenchContext) -> Result:
     with tempfile.TemporaryDirectory(prefix="zksched-bench-") as tmp:
         workdir = Path(tmp)
         out = workdir / "probe.log"
-        script = (
-            f'echo "$ZKSCHED_FIRE_KEY $ZKSCHED_MEMBER_ID $(date +%s.%N) $ZKSCHED_ATTEMPT" >> {out}'
-        )
         jobs: dict[str, dict[str, Any]] = {
-            probe: {
-                "schedule": "* * * * * *",
-                "command": ["sh", "-c", script],
-                "catchup": "all",
-                "catchup_window": "5m",
-                "history": 1000,  # every record kept: what became of a lost instant
-                "delivery": delivery,
-            }
-            for delivery, probe in PROBES.items()
+            probe: probe_job(out, delivery=delivery) for delivery, probe in PROBES.items()
         }
         jobs.update(every_second_jobs(load, "load"))
         with own_zookeeper(workdir) as zk, members(zk, client_id, workdir, 3) as group:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tools.bench.daemons import BenchMember, apply_jobs, wait_for
+from tools.bench.daemons import BenchMember, apply_jobs, probe_job, wait_for
 from tools.bench.failover import probe_runs
 from tools.bench.members_rolling import count_probes, wait_caught_up
 from tools.bench.registry import Result
@@ -23,20 +23,8 @@ PROBE_PREFIX = "probe-"
 
 
 def probe_jobs(count: int, out: Path, paused: bool) -> dict[str, dict[str, Any]]:
-    """Every-second jobs that write each run (fire key, member, start, attempt) to `out`;
-    an instant missed during a handover is run late, not lost (`catchup = "all"`)."""
-    script = f'echo "$ZKSCHED_FIRE_KEY $ZKSCHED_MEMBER_ID $(date +%s.%N) $ZKSCHED_ATTEMPT" >> {out}'
-    return {
-        f"{PROBE_PREFIX}{i:03d}": {
-            "schedule": "* * * * * *",
-            "command": ["sh", "-c", script],
-            "catchup": "all",
-            "catchup_window": "5m",
-            "history": 1000,  # every record kept: what became of a lost instant
-            "paused": paused,
-        }
-        for i in range(count)
-    }
+    """`count` probe jobs (`probe_job`), paused or not."""
+    return {f"{PROBE_PREFIX}{i:03d}": probe_job(out, paused=paused) for i in range(count)}
 
 
 def _settled(group: Sequence[BenchMember], members: int, jobs: int) -> Callable[[], bool]:
