@@ -28,7 +28,7 @@ from zksched.cli.output import echo_json, echo_table, say
 def history(ctx: CliContext, name: str, limit: int, as_json: bool, claims: bool) -> None:
     """A job's fire records, newest first (with --claims: an app's claims under NAME)."""
     check_job_name(name)  # before ZooKeeper: a bad name is bad input, reachable or not
-    with cluster(ctx) as c:
+    with cluster(ctx, only=name) as c:
         if not claims and name not in c.entries:
             raise CliFailure(
                 f"no job named {name!r} in cluster {c.paths.client_id} (the records of an "

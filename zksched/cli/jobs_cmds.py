@@ -14,7 +14,7 @@ from zksched.cli.group import cli
 from zksched.cli.jobview import check_job_name, cluster, entry_of, job_row, zk_errors
 from zksched.cli.output import cell, echo_json, echo_table, say
 from zksched.cli.schedule_cmds import warn_passed
-from zksched.core.jobspec import JobSpecError, load_job_file
+from zksched.core.jobspec import JobSpecError, load_job_files
 from zksched.core.jobtable import UNREADABLE_KEY, StoredJob, is_function_job, plan_apply
 from zksched.zk.claims import FireClaims
 from zksched.zk.jobstore import (
@@ -54,15 +54,21 @@ def _table_to_replace(store: JobStore, file: str) -> tuple[TableRoot, dict[str, 
 
 
 @jobs.command()
-@click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--prune", is_flag=True, help="Delete cluster jobs that the file does not name.")
+@click.argument(
+    "files", metavar="FILE...", nargs=-1, required=True, type=click.Path(dir_okay=False)
+)
+@click.option("--prune", is_flag=True, help="Delete cluster jobs that no FILE names.")
 @click.option("--dry-run", is_flag=True, help="Show what would change; change nothing.")
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
 @click.pass_obj
-def apply(ctx: CliContext, file: str, prune: bool, dry_run: bool, as_json: bool) -> None:
-    """Make the cluster's job table match FILE, atomically (all or nothing)."""
+def apply(
+    ctx: CliContext, files: tuple[str, ...], prune: bool, dry_run: bool, as_json: bool
+) -> None:
+    """Make the cluster's job table match FILE (or several files together: their jobs as
+    one table, each job in one of them), atomically (all or nothing)."""
+    file = files[0] if len(files) == 1 else f"{files[0]} and {len(files) - 1} other file(s)"
     try:
-        desired = load_job_file(file)
+        desired = load_job_files(files)
     except JobSpecError as exc:
         for problem in exc.problems:
             say(str(problem), err=True)
@@ -164,7 +170,7 @@ def list_jobs(ctx: CliContext, as_json: bool, show_all: bool) -> None:
 def show(ctx: CliContext, name: str, as_json: bool) -> None:
     """One job: its definition, owner, next fires and last result."""
     check_job_name(name)  # before ZooKeeper: a bad name is bad input, reachable or not
-    with cluster(ctx) as c:
+    with cluster(ctx, only=name) as c:
         entry = entry_of(c, name)
         last = c.claims.newest([name]).get(name)
         row = job_row(c, entry, last)

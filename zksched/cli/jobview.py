@@ -93,10 +93,15 @@ def zk_errors() -> Iterator[None]:
 
 
 @contextmanager
-def cluster(ctx: CliContext) -> Iterator[ClusterReader]:
+def cluster(ctx: CliContext, only: str | None = None) -> Iterator[ClusterReader]:
+    """`only`: the command is about that job alone; `entries` holds it alone (if it is a job)."""
     with ctx.client() as client, zk_errors():
         store = JobStore(client, ctx.paths, ctx.connect_timeout)
-        _, stored = store.read_table()
+        if only is None:
+            _, stored = store.read_table()
+        else:
+            job = store.read_job(only)
+            stored = {} if job is None else {only: job}
         try:
             members = MemberReader(client, ctx.paths, ctx.connect_timeout).read()
         except NoNodeError:

@@ -1,4 +1,4 @@
-"""`zksched check FILE` and `zksched next CRON`: the offline commands (no ZooKeeper needed)."""
+"""`zksched check FILE...` and `zksched next CRON`: the offline commands (no ZooKeeper needed)."""
 
 from __future__ import annotations
 
@@ -10,35 +10,39 @@ import click
 from zksched.cli.errors import EXIT_INVALID, CliFailure, invalid
 from zksched.cli.group import cli
 from zksched.cli.output import say
-from zksched.core.jobspec import MAX_FILE_BYTES, JobSpec, JobSpecError, load_job_file
+from zksched.core.jobspec import MAX_FILE_BYTES, JobSpec, JobSpecError, load_job_files
 from zksched.core.jobspec import parse_job_file as _parse_job_file
 from zksched.core.jobspec.passed import passed_note
 from zksched.core.schedule import Schedule, ScheduleError, UnknownZoneError, load_zone, next_fires
 from zksched.core.schedule.zones import ZONE_HINT
 
 
-def _load(file: str) -> tuple[str, dict[str, JobSpec]]:
-    if file == "-":
+def _load(files: tuple[str, ...]) -> tuple[str, dict[str, JobSpec]]:
+    if files == ("-",):
         data = click.get_binary_stream("stdin").read(MAX_FILE_BYTES + 1)
         return "<stdin>", _parse_job_file(data, "<stdin>")
-    return file, load_job_file(file)
+    if "-" in files:
+        raise invalid("FILE: - (standard input) can only be the one FILE")
+    source = files[0] if len(files) == 1 else f"{len(files)} files"
+    return source, load_job_files(files)
 
 
 @cli.command("check")
-@click.argument("file", metavar="FILE")
-def check_command(file: str) -> None:
-    """Validate a job file without touching the cluster.
+@click.argument("files", metavar="FILE...", nargs=-1, required=True)
+def check_command(files: tuple[str, ...]) -> None:
+    """Validate a job file (or several, as `jobs apply` takes them) without touching the
+    cluster.
 
     Exit 0 when every job is valid; otherwise print every problem, one a line, naming the
     job, the field and the line, and exit 2. FILE may be - for standard input.
     """
     try:
-        source, jobs = _load(file)
+        source, jobs = _load(files)
     except JobSpecError as exc:
         for problem in exc.problems:
             say(str(problem), err=True)
         count = len(exc.problems)
-        name = "<stdin>" if file == "-" else file
+        name = "<stdin>" if files == ("-",) else files[0] if len(files) == 1 else "the files"
         raise CliFailure(
             f"{name}: {count} problem{'s' if count != 1 else ''} found",
             EXIT_INVALID,

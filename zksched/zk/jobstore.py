@@ -294,6 +294,24 @@ class JobStore:
             return root, jobs
         raise ConcurrentChange("the job table kept changing while being read")
 
+    def read_job(self, name: str) -> StoredJob | None:
+        """One job as stored, from its bucket alone (a command about one job of a million
+        does not read them all); None: not in the table, or stored in a bucket other than
+        its own (not by zksched's writers; `jobs list` reads every bucket)."""
+        for _ in range(5):
+            root = self.read_root()
+            if not root.buckets:
+                return None
+            blob = root.buckets[bucket_index(name, len(root.buckets))]
+            if not blob:
+                return None
+            try:
+                for _blob, (jobs, _error) in self.read_blobs(root, {blob}):
+                    return jobs.get(name)
+            except ConcurrentChange:
+                continue
+        raise ConcurrentChange("the job table kept changing while being read")
+
     # -- writing -------------------------------------------------------------------------------
 
     def commit(self, base: TableRoot, jobs: Mapping[str, StoredJob]) -> TableRoot:

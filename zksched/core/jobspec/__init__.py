@@ -33,7 +33,12 @@ from zksched.core.jobspec.fields import (
     Overlap,
 )
 from zksched.core.jobspec.frozenmap import FrozenMap
-from zksched.core.jobspec.jobfile import MAX_FILE_BYTES, load_job_file, parse_job_file
+from zksched.core.jobspec.jobfile import (
+    MAX_FILE_BYTES,
+    load_job_file,
+    load_job_files,
+    parse_job_file,
+)
 from zksched.core.jobspec.problems import JobSpecError, SpecProblem
 from zksched.core.jobspec.spec import (
     FORMAT,
@@ -71,5 +76,6 @@ __all__ = [
     "SpecProblem",
     "canonical_json",
     "load_job_file",
+    "load_job_files",
     "parse_job_file",
 ]

@@ -85,10 +85,11 @@ def _string(value: object, what: str, limit: int) -> str:
         raise _Bad(f"{what} is {len(value)} characters long; the limit is {limit}")
     if "\x00" in value:
         raise _Bad(f"{what} contains a NUL character")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise _Bad(f"{what} is not valid Unicode (a lone surrogate)") from None
+    if not value.isascii():  # only non-ASCII text can hold a lone surrogate
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise _Bad(f"{what} is not valid Unicode (a lone surrogate)") from None
     return value
 
 
@@ -144,11 +145,16 @@ def _seconds(millis: int) -> float:
     return millis / 1000
 
 
+# a few distinct durations among a million jobs: each parsed once (a bad one, never kept,
+# raises each time)
+_duration_ms = lru_cache(maxsize=1024)(parse_duration_ms)
+
+
 def _millis(value: object, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, str):
         raise _Bad(f'{what} must be a duration string such as "30s", not {toml_kind(value)}')
     try:
-        return parse_duration_ms(value)
+        return _duration_ms(value)
     except ValueError as exc:
         raise _Bad(str(exc)) from None
 

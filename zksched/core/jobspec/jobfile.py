@@ -7,6 +7,7 @@ first; a job inherits each [defaults] key it does not set itself.
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
 
 from zksched.core.jobspec.fields import JOB_KEYS, _check_job_table, _missing
@@ -33,7 +34,8 @@ def _decode(data: str | bytes, source: str) -> str:
                     SpecProblem(
                         None,
                         None,
-                        f"the file is {len(data)} bytes; the limit is {MAX_FILE_BYTES}",
+                        f"the file is {len(data)} bytes; the limit is {MAX_FILE_BYTES} a "
+                        "file (split the jobs across several files and name them all)",
                         source=source,
                     )
                 ]
@@ -233,3 +235,34 @@ def load_job_file(path: str | Path) -> dict[str, JobSpec]:
             [SpecProblem(None, None, f"cannot read the file: {exc}", source=source)]
         ) from None
     return parse_job_file(data, source)
+
+
+def load_job_files(paths: Sequence[str | Path]) -> dict[str, JobSpec]:
+    """The jobs of several files as one table (each file within MAX_FILE_BYTES: a large
+    table is kept as several files). JobSpecError lists every file's problems, and each job
+    that two files define: a job belongs to one file, so that no file silently wins."""
+    jobs: dict[str, JobSpec] = {}
+    defined_in: dict[str, str] = {}
+    problems: list[SpecProblem] = []
+    for path in paths:
+        source = str(path)
+        try:
+            loaded = load_job_file(path)
+        except JobSpecError as exc:
+            problems.extend(exc.problems)
+            continue
+        for name, spec in loaded.items():
+            first = defined_in.setdefault(name, source)
+            if first != source:
+                problems.append(
+                    SpecProblem(
+                        name,
+                        None,
+                        f"{first} defines it too; a job belongs to one file",
+                        source=source,
+                    )
+                )
+            jobs.setdefault(name, spec)
+    if problems:
+        raise JobSpecError(problems)
+    return jobs

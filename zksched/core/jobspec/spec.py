@@ -9,6 +9,7 @@ and `content_hash` the start of its SHA-256, so equal specs hash equally on ever
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 from collections.abc import Callable, Mapping
@@ -125,11 +126,10 @@ class JobSpec:
     def _from_checked(cls, name: object, values: Mapping[str, object]) -> JobSpec:
         """A spec from values that already passed _CHECKS: skips checking them twice."""
         spec = object.__new__(cls)
-        for spec_field in dataclasses.fields(cls):
-            default = values.get(spec_field.name, spec_field.default)
-            if spec_field.name == "command" and "command" not in values:
-                default = ()  # a function job's (_missing let only those through)
-            object.__setattr__(spec, spec_field.name, default)
+        for key, default in _field_defaults():
+            object.__setattr__(spec, key, values.get(key, default))
+        if "command" not in values:
+            object.__setattr__(spec, "command", ())  # a function job's (_missing let only those)
         object.__setattr__(spec, "name", name)
         problems = spec._whole_problems(fields_ok=True)
         if problems:
@@ -277,6 +277,12 @@ class JobSpec:
         if problems or values is None:
             raise JobSpecError(problems)
         return _build(cast(str, name), values, job, problems, lambda *_: None)
+
+
+@functools.cache
+def _field_defaults() -> tuple[tuple[str, object], ...]:
+    """JobSpec's fields and their defaults, looked up once (a daemon builds a million)."""
+    return tuple((f.name, f.default) for f in dataclasses.fields(JobSpec))
 
 
 def _rough_chars(spec: JobSpec) -> int:
