@@ -166,6 +166,22 @@ def parse_stored(stored: StoredJob) -> JobEntry:
     return JobEntry(stored.name, spec, None, stored.updated_at)
 
 
+def parse_stored_again(stored: StoredJob, before: JobEntry | None) -> JobEntry:
+    """`parse_stored`, or the entry parsed before when the job is stored as it was (its
+    record exactly what that spec writes, the same `updated_at`): a change to a large table
+    rewrites most of its buckets, and a daemon keeps its specs for the jobs left as they
+    were instead of a second copy of every one."""
+    if (
+        before is not None
+        and before.spec is not None
+        and before.updated_at == stored.updated_at
+        and before.name == stored.name
+        and stored.record == before.spec.to_record()
+    ):
+        return before
+    return parse_stored(stored)
+
+
 @dataclass
 class ApplyPlan:
     created: list[str] = field(default_factory=list)
