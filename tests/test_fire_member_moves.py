@@ -76,3 +76,69 @@ def test_phase_moves(old: JobPhase, new: JobPhase) -> None:
 
 def test_deleted_is_final() -> None:
     assert not any(old is JobPhase.DELETED for old, _ in PHASE_MOVES)
+
+
+def align_all(core: MemberFireCore, now: float, limit: int) -> tuple[list[m.Action], int]:
+    out: list[m.Action] = []
+    calls = 0
+    while core.aligning:
+        out += core.align(now, limit)
+        calls += 1
+    return out, calls
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sets(st.sampled_from(JOBS)),
+    st.sets(st.sampled_from(JOBS)),
+    st.sets(st.sampled_from(JOBS)),
+    st.integers(1, 5),
+    st.integers(0, 12),
+    st.booleans(),
+)
+def test_aligning_a_slice_at_a_time_ends_where_aligning_at_once_does(
+    before: set[str], middle: set[str], after: set[str], limit: int, first: int, derived: bool
+) -> None:
+    """A change aligned `limit` jobs a turn, and a newer view arriving after `first` of
+    them: the same jobs owned, the same actions, as the newer view taken at once."""
+    at_once, _ = core_owning(before)
+    sliced, _ = core_owning(before)
+    owns_after = lambda name, _spec: name in after  # noqa: E731
+    full = at_once.view_changed(SESSION, owns_after, T0)
+    out = sliced.view_changed(SESSION, lambda name, _spec: name in middle, T0, None, first)
+    assert sliced.aligning == (first < len(JOBS))
+    moved = frozenset(middle ^ after) if derived else None
+    out += sliced.view_changed(SESSION, owns_after, T0, moved, limit)
+    more, _ = align_all(sliced, T0, limit)
+    out += more
+    assert sliced.owned() == at_once.owned() == sorted(after)
+    # every job the one look takes is taken by the slices too (they may also take, in the
+    # middle view, a job that the newer one drops again)
+    assert {a.job for a in full if isinstance(a, m.ReadHistory)} <= {
+        a.job for a in out if isinstance(a, m.ReadHistory)
+    }
+
+
+def test_a_table_of_many_jobs_is_taken_a_slice_a_turn() -> None:
+    core = MemberFireCore()
+    core.view_changed(SESSION, lambda _name, _spec: True, T0)
+    out = core.table_changed(TABLE, T0, limit=5)
+    assert core.aligning
+    assert len(core.owned()) == 5
+    assert len({a.job for a in out if isinstance(a, m.ReadHistory)}) == 5
+    more, calls = align_all(core, T0, 5)
+    assert len({a.job for a in more if isinstance(a, m.ReadHistory)}) == 7
+    assert calls == 2  # 5 + 5, then the last 2
+    assert core.owned() == sorted(JOBS)
+    assert not core.aligning
+
+
+def test_a_stop_aligns_every_job_at_once_even_mid_slice() -> None:
+    core = MemberFireCore()
+    core.view_changed(SESSION, lambda _name, _spec: True, T0)
+    core.table_changed(TABLE, T0)
+    core.view_changed(SESSION, lambda _name, _spec: False, T0, None, 3)
+    assert core.aligning
+    core.stop(T0)
+    assert not core.aligning
+    assert core.owned() == []

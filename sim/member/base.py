@@ -32,6 +32,9 @@ from zksched.runtime.fire.run_actions import FireSettings
 from zksched.runtime.skips import SkipLog
 
 RETRY = 0.5  # a failed membership read or write is sent again this long after
+# jobs aligned a turn: a few, so that the simulated members take and drop their jobs
+# over several turns, other events between them (the daemon's slice is larger)
+ALIGN_SLICE = 2
 CONCURRENCY = 10_000  # commands at once: never the limit here (a wait would widen the
 # claim-to-start window the checker allows)
 
@@ -93,6 +96,7 @@ class MemberBase(ABC):
             FireSettings("sim", name, tunables.on_session_loss, concurrency=CONCURRENCY),
             self.host,
             core=self.core,
+            align_slice=ALIGN_SLICE,
         )
 
     def now(self) -> float:

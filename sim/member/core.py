@@ -30,14 +30,22 @@ class TracedCore(MemberFireCore):
         self.skipped: dict[str, int] = {}
 
     def table_changed(
-        self, table: Mapping[str, tuple[JobSpec, float]], now: float
+        self, table: Mapping[str, tuple[JobSpec, float]], now: float, limit: int | None = None
     ) -> list[m.Action]:
-        return self._out(super().table_changed(table, now))
+        return self._out(super().table_changed(table, now, limit))
 
     def view_changed(
-        self, session: int | None, owns: Owns, now: float, moved: Collection[str] | None = None
+        self,
+        session: int | None,
+        owns: Owns,
+        now: float,
+        moved: Collection[str] | None = None,
+        limit: int | None = None,
     ) -> list[m.Action]:
-        return self._out(super().view_changed(session, owns, now, moved))
+        return self._out(super().view_changed(session, owns, now, moved, limit))
+
+    def align(self, now: float, limit: int | None) -> list[m.Action]:
+        return self._out(super().align(now, limit))
 
     def session_lost(self, now: float) -> list[m.Action]:
         return self._out(super().session_lost(now))

@@ -135,23 +135,23 @@ class OwnerTable:
         joined = [m for m in table._members if self._by_id.get(m.member_id) != m]
         moved: set[str] = set()
         memo = table._memo
-        for key, (best, best_weight) in self._memo.items():
-            job = key if isinstance(key, str) else key[0]
+        for key, entry in self._memo.items():
+            best = entry[0]
             if best in left:
-                new_best = table._weigh(key)
-            else:
-                new_best = (best, best_weight)
+                entry = table._weigh(key)
+            elif joined:
+                job = key if isinstance(key, str) else key[0]
                 for member in joined:
                     if not _eligible(member, key):
                         continue
                     w = weight(job, member.member_id)
-                    owner, top = new_best
+                    owner, top = entry
                     # an exact tie goes to the larger id, as in `_weigh`
                     if w > top or (w == top and owner is not None and member.member_id > owner):
-                        new_best = (member.member_id, w)
-            memo[key] = new_best
-            if new_best[0] != self._memo[key][0]:
-                moved.add(job)
+                        entry = (member.member_id, w)
+            memo[key] = entry  # unchanged, the very tuple: no million new ones a change
+            if entry[0] != best:
+                moved.add(key if isinstance(key, str) else key[0])
         table.derived_from = self.generation
         table.moved = frozenset(moved)
         return table

@@ -201,7 +201,7 @@ class AnswerHandling(JobState):
         if event.done:
             fire.step(Step.WITHDRAWN)
             del self.fires[fire.instant]
-            self._withdrawals[fire.instant] = None
+            self._withdrawals_dict()[fire.instant] = None
             self._trigger_again(fire)
             return
         fire.step(Step.UNKNOWN)
@@ -212,7 +212,7 @@ class AnswerHandling(JobState):
         claimed or recorded, once we can: the job is leaving us, and its next owner may have
         read the withdrawn claim as the instant's record (a record made since wins)."""
         if self.phase is JobPhase.DELETED:
-            self._withdrawals.clear()  # nothing of a deleted job is recorded
+            self._withdrawals_ = None  # nothing of a deleted job is recorded
         if self.session is None:
             return  # once connected again
         for instant in sorted(self._withdrawals):
@@ -222,7 +222,7 @@ class AnswerHandling(JobState):
                 record=True,
                 detail="its claim was withdrawn and the job moved before its catch-up",
             )
-        self._withdrawals.clear()
+        self._withdrawals_ = None
 
     def _after_run(self, now: float) -> None:
         """A command ended: the lease is free for the next fire at once; it goes back once

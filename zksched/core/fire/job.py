@@ -75,7 +75,7 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
         self._deactivate(now, drop_lease=False)
         self._enter(JobPhase.DELETED)
         self._give_back = self.lease is not LeaseStage.FREE
-        self._triggers.clear()
+        self._triggers_ = None
         return self._finish(now)
 
     def session_lost(self, now: float) -> list[m.Action]:
@@ -133,7 +133,7 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
                 del self.fires[fire.instant]
             case m.Triggered():
                 if self.phase is not JobPhase.DELETED:
-                    self._triggers.append(event.trigger_id)
+                    self._triggers_list().append(event.trigger_id)
         return self._finish(now)
 
     def _finish(self, now: float) -> list[m.Action]:
@@ -149,11 +149,11 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
         if self._unrecorded and not self.holding and not self._outcome_pending:
             self._record_still_running()  # the claim that held the job settled
         if self._triggers and self.phase is JobPhase.DELETED:
-            self._triggers.clear()
+            self._triggers_ = None
         elif self._triggers and not self.owned and self.session is not None:
             # moved: its new owner runs the triggers this member took and did not run
             while self._triggers:
-                self._emit(m.ReturnTrigger(self.spec.name, self._triggers.pop(0)))
+                self._emit(m.ReturnTrigger(self.spec.name, self._triggers_list().pop(0)))
         if self._give_back and self.lease is LeaseStage.HELD and not self._lease_in_use():
             self._give_back = False
             self._lease_to(LeaseStage.FREE)
@@ -173,8 +173,9 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
             # the next catch-up here looks back to the oldest instant that may be left
             # without a record (a claim in flight may yet be withdrawn)
             left = [f.instant for f in self.fires.values() if f.stage in BEFORE_START]
-            left += [instant for instant, _ in self._queue] + self._unrecorded
-            self._unrecorded.clear()
+            left += [instant for instant, _ in self._queue]
+            left += self._unrecorded
+            self._unrecorded_ = None
             left += [self._gap] if self._gap is not None else []
             self._gap = None
             # a planning not done yet: the next one starts where this one would have
@@ -183,10 +184,10 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
                 floor = min(now, self._plan_lower + 1 + self.spec.jitter)
             self.last_active = min([floor] + [instant.timestamp() for instant in left])
         self._enter(JobPhase.INACTIVE)
-        self._queue.clear()
-        self._reruns.clear()  # found again by the next planning, here or at the next owner
+        self._queue_ = None
+        self._reruns_ = None  # found again by the next planning, here or at the next owner
         self._orphans_due = NEVER
-        self._waiting.clear()
+        self._waiting_ = None
         self._pending_plan = None
         self._plan_waits = False
         reason = m.SkipReason.NOT_CONNECTED if self.session is None else None
@@ -224,7 +225,7 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
         if self.phase is JobPhase.PLANNING and self._plan_retry <= now:
             self._enter(JobPhase.INACTIVE)  # plan again, up to now
             self._pending_plan = None  # (its ranges were never answered)
-            self._waiting.clear()
+            self._waiting_ = None
             self._activate(now)
         if self._next is None and self.phase is not JobPhase.DELETED and self.owned:
             self._set_next(_utc(now))
@@ -234,7 +235,7 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
             if self.phase is JobPhase.ACTIVE:
                 self._due(instant, "scheduled", due, now)
             elif self.phase is JobPhase.PLANNING:
-                self._waiting.append(instant)
+                self._waiting_list().append(instant)
             elif self.phase is JobPhase.INACTIVE and self.owned and self.session is None:
                 self._skip(instant, m.SkipReason.NOT_CONNECTED, record=False)
         for fire in list(self.fires.values()):
@@ -277,21 +278,21 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
             if spec.catchup == "all":
                 # behind the catch-up (its last instant may be running still), in order;
                 # see _pump for when it runs late
-                self._queue.append((instant, kind))
+                self._queue_list().append((instant, kind))
                 return
             # latest: the catch-up's instant not started by now never will be (none is
             # claimed after a later one), and is recorded as such; an orphan to run again
             # (at-least-once) waits for its turn whatever comes due meanwhile
             for missed, _ in [e for e in self._queue if e[0] not in self._reruns]:
                 self._skip(missed, m.SkipReason.STILL_RUNNING, record=True)
-            self._queue = [e for e in self._queue if e[0] in self._reruns]
+            self._queue_ = [e for e in self._queue if e[0] in self._reruns] or None
         if self.holding:
             # recorded once the claim that holds the job starts its run; if that claim comes
             # to nothing (contact lost, withdrawn), nothing ran: the instant is caught up
             running = any(f.stage in COMMAND_UP for f in self.fires.values())
             self._skip(instant, m.SkipReason.STILL_RUNNING, record=running)
             if not running:
-                self._unrecorded.append(instant)
+                self._unrecorded_list().append(instant)
             return
         for old in [f for f in self.fires.values() if f.stage is FireStage.LEASING]:
             self._lease_not_free(old, "the job's lease did not come free")
@@ -310,7 +311,8 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
 
     def _claim(self, fire: FireInProgress, now: float) -> None:
         fire.epoch = self.epoch
-        self._withdrawals.pop(fire.instant, None)  # it gets a record: ours, or whoever's won
+        if self._withdrawals_:  # it gets a record: ours, or whoever's won
+            self._withdrawals_.pop(fire.instant, None)
         self.fires[fire.instant] = fire
         if fire.kind == "catchup" and now - fire.instant.timestamp() > self.spec.catchup_window:
             # its window passed while it waited (for the job's lease): recorded, not run
@@ -322,7 +324,8 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
             fire.kind == "scheduled"
             and now - fire.instant.timestamp() >= self.tunables.late_claim_age
         )
-        fire.attempt = self._reruns.pop(fire.instant, fire.attempt)
+        if self._reruns_:
+            fire.attempt = self._reruns_.pop(fire.instant, fire.attempt)
         self._emit(m.Claim(self.spec.name, fire.instant, fire.kind, late, fire.attempt))
 
     def _pump(self, now: float) -> None:
@@ -331,7 +334,7 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
         self._pump_trigger(now)
         window = self.spec.catchup_window
         while self._queue and (self.spec.overlap == "allow" or not self._busy()):
-            instant, kind = self._queue.pop(0)
+            instant, kind = self._queue_list().pop(0)
             if instant.timestamp() < now - window:
                 self._skip(instant, m.SkipReason.OUTSIDE_CATCHUP_WINDOW, record=True)
             elif kind == "scheduled" and self._deadline(instant, kind, 0.0) <= now:
@@ -365,7 +368,7 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
         if instant in self.fires or (self._last_trigger and instant <= self._last_trigger):
             self._trigger_at = float(int(now) + 1)  # one trigger a second: its own instant
             return
-        trigger = self._triggers.pop(0)
+        trigger = self._triggers_list().pop(0)
         self._last_trigger = instant
         self._due(instant, "trigger", now, now)
         fire = self.fires.get(instant)

@@ -5,11 +5,18 @@ the owner table gives it) and each job's own events, and carries out the actions
 returns. A machine lives while its job is ours or has anything in flight; when it is
 forgotten, the moment it was last active here is kept, so a catch-up on taking the job
 back looks back far enough.
+
+Aligning the machines with a new table or view (each job taken, dropped or left) may be
+done a slice at a time (`limit`, then `align` until `aligning` is False): a member taking
+a million jobs still answers its other events, and a newer view redirects what is left.
+A job not aligned yet keeps its machine as it was, as if the change had not reached this
+member yet (what the claims decide, exclusive in ZooKeeper, never depends on it).
 """
 
 from __future__ import annotations
 
 import itertools
+from collections import deque
 from collections.abc import Callable, Collection, Mapping
 
 from zksched.core.fire import model as m
@@ -33,15 +40,29 @@ class MemberFireCore:
         self._last_active: dict[str, float] = {}
         self._stopping = False
         self._takes = itertools.count(1)  # lease take ids, unique on this member
+        # jobs left to align: the moved ones first, then a sweep of every job (a snapshot of
+        # the names, not a copy of the table: a million jobs). A deque and a set, not a dict
+        # emptied from its front: each next() on such a dict skips every deleted slot, so
+        # taking n jobs cost n² steps.
+        self._moved: deque[str] = deque()
+        self._moving: set[str] = set()  # the names in _moved
+        self._sweep: list[str] = []
+        self._swept = 0  # how many of the sweep's names are done
 
     @property
     def session(self) -> int | None:
         return self._session
 
+    @property
+    def aligning(self) -> bool:
+        """Jobs are left to align with the latest table and view (`align` does them)."""
+        return bool(self._moved) or self._swept < len(self._sweep)
+
     def table_changed(
-        self, table: Mapping[str, tuple[JobSpec, float]], now: float
+        self, table: Mapping[str, tuple[JobSpec, float]], now: float, limit: int | None = None
     ) -> list[m.Action]:
-        """The job table: name -> (valid spec, when it last changed)."""
+        """The job table: name -> (valid spec, when it last changed). `limit`: align at
+        most that many jobs now (None: all of them)."""
         out: list[m.Action] = []
         old, self._table = self._table, table
         for name, machine in list(self.jobs.items()):
@@ -53,30 +74,37 @@ class MemberFireCore:
                 out += machine.set_spec(entry[0], entry[1], now)
         for name in [n for n in self._last_active if table.get(n) != old.get(n)]:
             del self._last_active[name]  # deleted or changed: planned from its change
-        out += self._align(now)
+        self._realign(None)
+        out += self.align(now, limit)
         return out
 
     def view_changed(
-        self, session: int | None, owns: Owns, now: float, moved: Collection[str] | None = None
+        self,
+        session: int | None,
+        owns: Owns,
+        now: float,
+        moved: Collection[str] | None = None,
+        limit: int | None = None,
     ) -> list[m.Action]:
         """The cluster view: this member's session (None: not connected) and its share of
         the owner table. While not connected, what it owned stays known (and skips
         `not-connected`), but nothing is claimed or started.
 
         `moved`: the only jobs whose owner can have changed since the last view (the same
-        session, a table derived from the last one); None: any job may have moved."""
+        session, a table derived from the last one); None: any job may have moved.
+        `limit`: align at most that many jobs now (None: all of them)."""
         out: list[m.Action] = []
-        if self._session is not None and session is not None and session != self._session:
+        renewed = session != self._session
+        if renewed and self._session is not None and session is not None:
             out += self.session_lost(now)
-            moved = None
-        if session != self._session:
-            moved = None
         self._session = session
         if session is not None:
             self._owns = owns
-        for machine in self.jobs.values():
-            out += machine.set_session(session, now)
-        out += self._align(now) if moved is None else self._align_jobs(moved, now)
+        if renewed:  # every machine is told, and every job looked at; else the moved alone
+            for machine in self.jobs.values():
+                out += machine.set_session(session, now)
+        self._realign(None if renewed else moved)
+        out += self.align(now, limit)
         return out
 
     def session_lost(self, now: float) -> list[m.Action]:
@@ -90,7 +118,27 @@ class MemberFireCore:
     def stop(self, now: float) -> list[m.Action]:
         """A graceful stop: own nothing from now on (leases go back as runs end)."""
         self._stopping = True
-        return self._align(now)
+        self._realign(None)
+        return self.align(now, None)
+
+    def align(self, now: float, limit: int | None) -> list[m.Action]:
+        """Align up to `limit` jobs (None: every one left) with the table and view."""
+        out: list[m.Action] = []
+        done = 0
+        while (limit is None or done < limit) and self.aligning:
+            if self._moved:
+                name = self._moved.popleft()
+                self._moving.discard(name)
+            else:
+                name = self._sweep[self._swept]
+                self._swept += 1
+            out += self._align_name(name, now)
+            self._forget_if_idle(name)
+            done += 1
+        if not self.aligning:
+            self._sweep, self._swept = [], 0
+            self._forget()
+        return out
 
     def handle(self, job: str, event: m.JobEvent, now: float) -> list[m.Action]:
         machine = self.jobs.get(job)
@@ -105,8 +153,7 @@ class MemberFireCore:
                 return []
             raise KeyError(f"no fire machine for job {job!r} ({type(event).__name__})")
         out = machine.handle(event, now)
-        if machine.idle:
-            self._drop(job, machine)
+        self._forget_if_idle(job)
         return out
 
     def busy(self) -> bool:
@@ -118,32 +165,35 @@ class MemberFireCore:
 
     # -- internals ------------------------------------------------------------------------
 
-    def _align(self, now: float) -> list[m.Action]:
-        out: list[m.Action] = []
+    def _realign(self, moved: Collection[str] | None) -> None:
+        """Jobs to align: those that moved, or (None) every job in the table or in hand."""
+        if moved is None:
+            names = list(self._table) + [n for n in self.jobs if n not in self._table]
+            self._sweep, self._swept = names, 0
+            self._moved.clear()
+            self._moving.clear()
+        else:
+            for name in sorted(moved):  # one order whatever the set's: a run can be replayed
+                if name not in self._moving:
+                    self._moving.add(name)
+                    self._moved.append(name)
+
+    def _align_name(self, name: str, now: float) -> list[m.Action]:
+        entry = self._table.get(name)
         connected = self._session is not None
-        if connected:  # not connected: keep what we owned, as we owned it
-            for name, (spec, updated_at) in self._table.items():
-                out += self._align_job(name, spec, updated_at, now)
-        if self._stopping or connected:
-            for name, machine in self.jobs.items():
-                if (name not in self._table or self._stopping) and machine.owned:
-                    out += machine.set_owned(False, now)
-        self._forget()
-        return out
+        if entry is not None and connected:
+            return self._align_job(name, entry[0], entry[1], now)
+        # gone from the table, or stopping: give it up; not connected: keep what we owned
+        machine = self.jobs.get(name)
+        if (
+            machine is not None
+            and machine.owned
+            and (self._stopping or (entry is None and connected))
+        ):
+            return machine.set_owned(False, now)
+        return []
 
-    def _align_jobs(self, names: Collection[str], now: float) -> list[m.Action]:
-        """`_align` for the jobs that moved (a membership change, same session)."""
-        out: list[m.Action] = []
-        for name in sorted(names):  # one order whatever the set's: a run can be replayed
-            entry = self._table.get(name)
-            if entry is not None:
-                out += self._align_job(name, entry[0], entry[1], now)
-        self._forget()
-        return out
-
-    def _align_job(
-        self, name: str, spec: JobSpec, updated_at: float, now: float
-    ) -> list[m.Action]:
+    def _align_job(self, name: str, spec: JobSpec, updated_at: float, now: float) -> list[m.Action]:
         mine = not self._stopping and self._owns(name, spec)
         machine = self.jobs.get(name)
         if machine is None:
@@ -160,9 +210,13 @@ class MemberFireCore:
         return out
 
     def _forget(self) -> None:
-        for name, machine in list(self.jobs.items()):
-            if machine.idle:
-                self._drop(name, machine)
+        for name in list(self.jobs):
+            self._forget_if_idle(name)
+
+    def _forget_if_idle(self, name: str) -> None:
+        machine = self.jobs.get(name)
+        if machine is not None and machine.idle:
+            self._drop(name, machine)
 
     def _drop(self, name: str, machine: JobFireMachine) -> None:
         del self.jobs[name]

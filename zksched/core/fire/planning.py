@@ -73,9 +73,7 @@ class CatchupPlanning(Redelivering):
         recorded = [i for i in event.instants if i <= limit]
         if len(recorded) < len(event.instants):
             future = format_utc(max(event.instants))
-            self._emit(
-                m.Warn(spec.name, "future-record", f"records up to {future} are ignored")
-            )
+            self._emit(m.Warn(spec.name, "future-record", f"records up to {future} are ignored"))
         lower, until = _utc(self._plan_lower), _utc(self._plan_until)
         newest = newest_scheduled(schedule, recorded)
         after = lower if newest is None else max(lower, newest)
@@ -137,12 +135,14 @@ class CatchupPlanning(Redelivering):
                     )
                 )
         again = set(self._reruns)
-        self._queue.extend((instant, "catchup") for instant in sorted({*refill, *plan.run, *again}))
+        self._queue_list().extend(
+            (instant, "catchup") for instant in sorted({*refill, *plan.run, *again})
+        )
         # instants that came due while the plan was made: missed by the same outage, so
         # `all` runs each of them too; otherwise only if its successor is not due by its turn
         waiting: m.FireKind = "catchup" if spec.catchup == "all" else "scheduled"
-        self._queue.extend((instant, waiting) for instant in self._waiting)
-        self._waiting.clear()
+        self._queue_list().extend((instant, waiting) for instant in self._waiting)
+        self._waiting_ = None
         self._enter(JobPhase.ACTIVE)
         self._orphan_checks_from(now)
         self._pump(now)
@@ -163,6 +163,6 @@ class CatchupPlanning(Redelivering):
         self.last_active = min([self._gap.timestamp() + self.spec.jitter, *waited])
         self._gap = None
         self._enter(JobPhase.INACTIVE)
-        self._queue.clear()
-        self._reruns.clear()
+        self._queue_ = None
+        self._reruns_ = None
         self._activate(now)

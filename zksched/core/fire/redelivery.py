@@ -40,7 +40,7 @@ class Redelivering(JobState):
         noted = []
         for instant, attempt in orphans:
             if instant not in self.fires and instant not in queued and instant <= limit:
-                self._reruns[instant] = attempt + 1
+                self._reruns_dict()[instant] = attempt + 1
                 noted.append(instant)
         return noted
 
@@ -60,7 +60,7 @@ class Redelivering(JobState):
         for instant in sorted(self._queue_reruns(event.orphans, _utc(now))):
             # in instant order with the catch-up's: its place in the queue
             at = bisect.bisect([i for i, _ in self._queue], instant)
-            self._queue.insert(at, (instant, "catchup"))
+            self._queue_list().insert(at, (instant, "catchup"))
         self._pump(now)
 
     def _orphan_checks_from(self, now: float) -> None:

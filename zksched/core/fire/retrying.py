@@ -37,9 +37,7 @@ class Retrying(JobState):
         fire.retry_by = self._deadline(fire.instant, fire.kind, 0.0)
         why = self._no_retry(fire, at)
         if why is not None:
-            self._emit(
-                m.Warn(spec.name, "retry-given-up", f"{self._key(fire)}: no retry: {why}")
-            )
+            self._emit(m.Warn(spec.name, "retry-given-up", f"{self._key(fire)}: no retry: {why}"))
             return False
         fire.step(Step.RETRY_LATER)
         fire.retry_at, fire.last_status = at, status

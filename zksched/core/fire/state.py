@@ -5,10 +5,11 @@ the small steps they share (`job.py` is the machine; `planning.py` plans catch-u
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import NoReturn
+from types import MappingProxyType
+from typing import Any, NoReturn
 
 from zksched.core.fire import model as m
 from zksched.core.fire.stages import (
@@ -28,6 +29,7 @@ from zksched.core.jobspec import JobSpec
 from zksched.core.schedule.catchup import CatchupPlan
 
 NEVER = float("inf")
+_NOTHING: Mapping[datetime, Any] = MappingProxyType({})
 _UNDER_WAY = BEFORE_START - {FireStage.CLAIMING}
 # a claim not settled yet: from an earlier connection, it holds the next catch-up's planning
 _UNSETTLED = BEFORE_START - {FireStage.LEASING}
@@ -83,15 +85,15 @@ class JobState:
         "_plan_retry",
         "_plan_until",
         "_plan_waits",
-        "_queue",
-        "_reruns",
+        "_queue_",
+        "_reruns_",
         "_take",
         "_takes",
         "_trigger_at",
-        "_triggers",
-        "_unrecorded",
-        "_waiting",
-        "_withdrawals",
+        "_triggers_",
+        "_unrecorded_",
+        "_waiting_",
+        "_withdrawals_",
         "epoch",
         "fires",
         "last_active",
@@ -135,9 +137,12 @@ class JobState:
         self._next_due = NEVER
         self._ahead_for: datetime | None = None  # the instant a lease was taken ahead for
         self._give_back = False  # give the lease back once no fire holds it
-        # catch-up, oldest first; lists, not deques (an empty deque is 760 bytes per job)
-        self._queue: list[tuple[datetime, m.FireKind]] = []
-        self._triggers: list[str] = []
+        # The collections below are empty for almost every job (a member may own 300,000):
+        # each is None until it holds something, and read through a property that gives an
+        # empty tuple meanwhile (`_queue`); `_queue_list()` and the like make it to change.
+        # catch-up, oldest first
+        self._queue_: list[tuple[datetime, m.FireKind]] | None = None
+        self._triggers_: list[str] | None = None
         self._trigger_at = 0.0  # triggers wait until then (a retry, or the next second)
         self._last_trigger: datetime | None = None
         # who held the lease at the last answer, and whether a run of theirs was going
@@ -147,21 +152,75 @@ class JobState:
         self._plan_retry = NEVER
         self._plan_waits = False  # planning waits for interrupted claims to settle
         self._pending_plan: _Plan | None = None
-        self._waiting: list[datetime] = []  # scheduled instants due while planning
+        self._waiting_: list[datetime] | None = None  # scheduled instants due while planning
         # instants skipped `still-running` while only a claim held the job: recorded once
         # it starts (or settles otherwise), caught up if contact is lost first
-        self._unrecorded: list[datetime] = []
+        self._unrecorded_: list[datetime] | None = None
         # instants whose claim we withdrew and that have no record of ours since: if the job
         # leaves this member before its catch-up claims or records them, they are recorded
         # (a new owner's history read may have seen the claim before it was withdrawn)
-        # (a dict as a set: an empty set is 216 bytes, an empty dict 64, per owned job)
-        self._withdrawals: dict[datetime, None] = {}
+        # (a dict as a set, ordered)
+        self._withdrawals_: dict[datetime, None] | None = None
         # at-least-once: orphaned claims queued to be run again -> the attempt they run as
-        self._reruns: dict[datetime, int] = {}
+        self._reruns_: dict[datetime, int] | None = None
         self._orphans_due = NEVER  # when to look for orphaned claims next (while active)
         self._active_since = 0.0  # when the job last became active here (planning began)
         self._last_run = NEVER  # how long the job's last command here ran (NEVER: unknown)
         self.wake_at = NEVER
+
+    @property
+    def _queue(self) -> Sequence[tuple[datetime, m.FireKind]]:
+        return self._queue_ or ()
+
+    def _queue_list(self) -> list[tuple[datetime, m.FireKind]]:
+        if self._queue_ is None:
+            self._queue_ = []
+        return self._queue_
+
+    @property
+    def _triggers(self) -> Sequence[str]:
+        return self._triggers_ or ()
+
+    def _triggers_list(self) -> list[str]:
+        if self._triggers_ is None:
+            self._triggers_ = []
+        return self._triggers_
+
+    @property
+    def _waiting(self) -> Sequence[datetime]:
+        return self._waiting_ or ()
+
+    def _waiting_list(self) -> list[datetime]:
+        if self._waiting_ is None:
+            self._waiting_ = []
+        return self._waiting_
+
+    @property
+    def _unrecorded(self) -> Sequence[datetime]:
+        return self._unrecorded_ or ()
+
+    def _unrecorded_list(self) -> list[datetime]:
+        if self._unrecorded_ is None:
+            self._unrecorded_ = []
+        return self._unrecorded_
+
+    @property
+    def _withdrawals(self) -> Mapping[datetime, None]:
+        return self._withdrawals_ or _NOTHING
+
+    def _withdrawals_dict(self) -> dict[datetime, None]:
+        if self._withdrawals_ is None:
+            self._withdrawals_ = {}
+        return self._withdrawals_
+
+    @property
+    def _reruns(self) -> Mapping[datetime, int]:
+        return self._reruns_ or _NOTHING
+
+    def _reruns_dict(self) -> dict[datetime, int]:
+        if self._reruns_ is None:
+            self._reruns_ = {}
+        return self._reruns_
 
     def _emit(self, action: m.Action) -> None:
         if self._out is None:
@@ -267,7 +326,7 @@ class JobState:
         fire.step(Step.DROPPED)
         del self.fires[fire.instant]
         if fire.trigger is not None:
-            self._triggers.insert(0, fire.trigger)
+            self._triggers_list().insert(0, fire.trigger)
             return
         if reason is not None:
             keep = reason is m.SkipReason.STILL_RUNNING if record is None else record
@@ -278,15 +337,16 @@ class JobState:
         self, instant: datetime, reason: m.SkipReason, record: bool, detail: str = ""
     ) -> None:
         self._emit(m.Skip(self.spec.name, instant, reason, detail))
+        if record and self._withdrawals_:
+            self._withdrawals_.pop(instant, None)
         if record:
-            self._withdrawals.pop(instant, None)
             self._emit(m.RecordSkip(self.spec.name, instant, "scheduled", reason))
 
     def _trigger_again(self, fire: FireInProgress) -> None:
         """A trigger's fire that did not run: the trigger waits for its turn again (it runs
         once)."""
         if fire.trigger is not None:
-            self._triggers.insert(0, fire.trigger)
+            self._triggers_list().insert(0, fire.trigger)
 
     def _record_still_running(self) -> None:
         for instant in self._unrecorded:
@@ -294,7 +354,7 @@ class JobState:
                 self._emit(
                     m.RecordSkip(self.spec.name, instant, "scheduled", m.SkipReason.STILL_RUNNING)
                 )
-        self._unrecorded.clear()
+        self._unrecorded_ = None
 
     def _lease_to(self, stage: LeaseStage) -> None:
         self.lease = check_lease_move(self.lease, stage)

@@ -32,7 +32,7 @@ from zksched.core.jobspec import JobSpec
 from zksched.core.jobtable import FireTable
 from zksched.runtime.fire.run_actions import CoreCall, FireSettings, RunActions
 from zksched.runtime.fire.stores import FireStores
-from zksched.runtime.fire.tuning import CHORES_INTERVAL, STEPS_PER_TURN, WEIGH_SLICE
+from zksched.runtime.fire.tuning import ALIGN_SLICE, CHORES_INTERVAL, STEPS_PER_TURN, WEIGH_SLICE
 from zksched.runtime.fire.zk_actions import ZkActions
 from zksched.runtime.host import Host, Inbox
 from zksched.runtime.membership import (
@@ -67,8 +67,12 @@ class FireEngine:
         host: Host,
         functions: FunctionRunner | None = None,
         core: MemberFireCore | None = None,
+        align_slice: int = ALIGN_SLICE,
     ) -> None:
-        """`core`: the fire core to run (a fresh one by default)."""
+        """`core`: the fire core to run (a fresh one by default); `align_slice`: jobs the
+        core aligns a turn after a change of table or view."""
+        self.align_slice = align_slice
+        self._align_posted = False
         self._runner = runner
         self._skips = skips
         self._settings = settings
@@ -136,7 +140,7 @@ class FireEngine:
             if self._view is not None:
                 self._owners.note_refused(self._view, self._table, None)
             self._weigh_before_joining()
-            return self.core.table_changed(table, now)
+            return self._aligned(self.core.table_changed(table, now, self.align_slice))
 
         self._post(step)
 
@@ -155,9 +159,23 @@ class FireEngine:
             if self._view is not None:
                 self._owners.note_refused(view, self._table, moved)
             self._weigh_before_joining()
-            return self.core.view_changed(session, owns, now, moved)
+            return self._aligned(
+                self.core.view_changed(session, owns, now, moved, self.align_slice)
+            )
 
         self._post(step)
+
+    def _aligned(self, actions: list[m.Action]) -> list[m.Action]:
+        """The core aligns its jobs a slice a turn: the rest waits behind what is queued."""
+        if self.core.aligning and not self._align_posted:
+            self._align_posted = True
+
+            def step(now: float) -> list[m.Action]:
+                self._align_posted = False
+                return self._aligned(self.core.align(now, self.align_slice))
+
+            self._post(step)
+        return actions
 
     def _weigh_before_joining(self) -> None:
         if self.on_ready_to_join is not None and self._jobs_known:
@@ -281,7 +299,7 @@ class FireEngine:
                 except Exception:
                     log.exception("the fire core failed on a timer of %s", job)
         self._send(sends)
-        if self._owned_dirty:
+        if self._owned_dirty and not self.core.aligning:  # said once the change is done
             self._owned_dirty = False
             self._note_owned()
         if now >= self._next_chores:

@@ -9,6 +9,9 @@ from __future__ import annotations
 # engine.py: the core's thread
 STEPS_PER_TURN = 1000  # queued events handled before claims and lease takes go out together
 CHORES_INTERVAL = 2.0  # seconds between retries of unwritten results and leftover lock nodes
+# jobs aligned per turn after a change of table or view: a member taking over a million
+# jobs takes a newer view (others joining) within a slice, not after all of them
+ALIGN_SLICE = 2000
 WEIGH_SLICE = 5000  # jobs weighed per turn before joining (300 members: about 0.5 s a slice)
 
 # run_actions.py: starting commands
