@@ -141,8 +141,12 @@ def test_prune_keeps_the_rest(
     assert claims.prune("j", [instants[2]])
     assert claims.pruned_through("j") == "2026-01-01T00:00:09Z"
     assert claims.instants("j") == instants[3:]
+    # both in one call, as a takeover reads them; a job without a fire folder has neither
+    assert claims.history("j") == (instants[3:], "2026-01-01T00:00:09Z")
+    assert claims.history("never-fired") == ([], None)
     claims.delete_job("j")
     assert claims.instants("j") == []
+    assert claims.history("j") == ([], None)
 
 
 def test_lock_excludes_detects_vanishing_and_clears_orphans(
@@ -438,6 +442,21 @@ def test_a_late_attempt_note_never_hides_the_result(kazoo: KazooClient, client_i
     assert stored is not None and stored.state == "ok"
     kazoo.delete(claimed.path)
     assert not claims.note_attempt(claimed, first, 2)
+
+
+def test_a_result_for_a_record_that_is_gone_is_refused_and_makes_nothing(
+    kazoo: KazooClient, client_id: str
+) -> None:
+    """`complete` writes over whatever the record holds, but never makes one: a record
+    gone with its job's history (`jobs delete`) stays gone, and the caller is told."""
+    paths = ClusterPaths(client_id)
+    claims = FireClaims(kazoo, paths, 5.0)
+    claimed = claims.claim(record("j", "2026-01-01T00:00:00Z", "n-1"))
+    assert isinstance(claimed, Claimed)
+    assert claims.complete(claimed, claimed.record.with_changes(state="ok"))
+    kazoo.delete(paths.job_fires("j"), recursive=True)
+    assert not claims.complete(claimed, claimed.record.with_changes(state="failed"))
+    assert kazoo.exists(paths.job_fires("j")) is None
 
 
 @pytest.mark.parametrize(

@@ -50,8 +50,9 @@ class FakeClaims:
         token = len(self.created)
         return Claimed(f"/{record.job}/{record.scheduled}", record, token)
 
-    def complete(self, claimed: Claimed, record: FireRecord) -> None:
+    def complete(self, claimed: Claimed, record: FireRecord) -> bool:
         self.records[record.job][record.scheduled] = record
+        return True
 
     def prune(self, job: str, victims: list[str]) -> bool:
         self.horizon[job] = max([self.horizon.get(job, ""), *victims])

@@ -209,8 +209,12 @@ class SimFireClaims:
             return False
         return True
 
-    def complete(self, claimed: Claimed, record: FireRecord) -> None:
-        self._call(set_data(claimed.path, record.to_json()))
+    def complete(self, claimed: Claimed, record: FireRecord) -> bool:
+        try:
+            self._call(set_data(claimed.path, record.to_json()))
+        except NoNodeError:
+            return False
+        return True
 
     def complete_many(self, results: list[tuple[Claimed, FireRecord]]) -> bool:
         ops: list[Op] = [SetData(c.path, r.to_json()) for c, r in results]
@@ -225,6 +229,13 @@ class SimFireClaims:
         except NoNodeError:
             return []
         return sorted(names)  # every name here is an instant
+
+    def history(self, job: str) -> tuple[list[str], str | None]:
+        try:
+            names = sorted(self._call(children_of(fires_of(job))))
+        except NoNodeError:  # no fire folder: no records and no horizon (one request)
+            return [], None
+        return names, self.pruned_through(job, names)
 
     def read(self, job: str, instant: str) -> FireRecord | None:
         try:

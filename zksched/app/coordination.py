@@ -218,10 +218,9 @@ class Coordinator:
         is written in the background once it does (or the record is gone: logged)."""
         record = finished_record(claim._claimed.record, status, error, self._clock.iso())
         try:
-            self.claims.complete(claim._claimed, record)
-        except NoNodeError:
-            log.warning("the fire record of %s is gone (deleted?); result not kept", claim.key)
-            return False
+            if not self.claims.complete(claim._claimed, record):
+                log.warning("the fire record of %s is gone (deleted?); result not kept", claim.key)
+                return False
         except ZK_ERRORS as exc:
             log.warning("result of %s not written yet (%s)", claim.key, type(exc).__name__)
             self._later(unwritten=(claim._claimed, record))
@@ -305,8 +304,8 @@ class Coordinator:
                     finished_at=self._clock.iso(),
                     error="the claim's outcome was not known in time; not run",
                 )
-                self.claims.complete(found, skipped)
-                log.warning("claim of %s landed late; recorded as skipped", record.fire_key)
+                if self.claims.complete(found, skipped):
+                    log.warning("claim of %s landed late; recorded as skipped", record.fire_key)
         except NoNodeError:
             return True
         except ZK_ERRORS:
@@ -315,9 +314,8 @@ class Coordinator:
 
     def _write(self, claimed: Claimed, record: FireRecord) -> bool:
         try:
-            self.claims.complete(claimed, record)
-        except NoNodeError:
-            log.warning("the fire record of %s is gone; result not kept", record.fire_key)
+            if not self.claims.complete(claimed, record):
+                log.warning("the fire record of %s is gone; result not kept", record.fire_key)
         except ZK_ERRORS:
             return False
         return True

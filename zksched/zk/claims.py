@@ -294,9 +294,15 @@ class FireClaims(FireHistory):
             return False
         return True
 
-    def complete(self, claimed: Claimed, record: FireRecord) -> None:
-        """Write the final record. Unconditional: the run's own result is the truth."""
-        wait(self._client.set_async(claimed.path, record.to_json(), -1), self._timeout)
+    def complete(self, claimed: Claimed, record: FireRecord) -> bool:
+        """Write the final record. Unconditional: the run's own result is the truth. False:
+        the record is gone (with its job's history, `jobs delete`, or by hand); it is not
+        made again, which would bring a deleted job's folder back."""
+        try:
+            wait(self._client.set_async(claimed.path, record.to_json(), -1), self._timeout)
+        except NoNodeError:
+            return False
+        return True
 
     def complete_many(self, results: list[tuple[Claimed, FireRecord]]) -> bool:
         """Write final records in one transaction. False when it did not apply (a record is

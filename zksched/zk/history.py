@@ -35,10 +35,23 @@ class FireHistory:
     def instants(self, job: str) -> list[str]:
         """The instants that have a record, oldest first (names that are no instant are
         somebody else's: no history, never pruned; `audit` reports them)."""
+        return self._instants(job) or []
+
+    def history(self, job: str) -> tuple[list[str], str | None]:
+        """`instants`, then `pruned_through` bounded by them (listed first: a pruner raises
+        the horizon before it deletes). One read for a job without a fire folder, which has
+        neither: most jobs of a large table taken over have never fired."""
+        instants = self._instants(job)
+        if instants is None:
+            return [], None
+        return instants, self.pruned_through(job, instants)
+
+    def _instants(self, job: str) -> list[str] | None:
+        """`instants`; None when the job has no fire folder."""
         try:
             names = wait(self._client.get_children_async(self._paths.job_fires(job)), self._timeout)
         except NoNodeError:
-            return []
+            return None
         return sorted(n for n in names if is_instant(n))
 
     def read(self, job: str, instant: str) -> FireRecord | None:

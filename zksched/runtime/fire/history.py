@@ -35,8 +35,7 @@ class HistoryReads:
         """`orphans_since`: also the job's orphaned claims (delivery = at-least-once)."""
         orphans: tuple[tuple[datetime, int], ...] = ()
         try:
-            names = self._claims.instants(job)
-            horizon = self._claims.pruned_through(job, names)
+            names, horizon = self._claims.history(job)
             if orphans_since is not None and self._redelivery is not None:
                 orphans = self._redelivery.orphans(job, orphans_since)
         except Exception as exc:

@@ -338,8 +338,14 @@ class ZkActions:
         try:
             if self._at_least_once(record.job):
                 self.redelivery.complete(claimed, record)  # with its live marker's delete
-            else:
-                self.claims.complete(claimed, record)
+            elif not self.claims.complete(claimed, record):
+                log.warning(
+                    "the record of %s is gone (its job deleted?); its result (%s) is not "
+                    "written",
+                    record.fire_key,
+                    record.state,
+                    extra={"job": record.job, "event": "result-dropped"},
+                )
         except Exception as exc:
             log.warning(
                 "could not record the result of %s (%s); will retry",
