@@ -152,7 +152,7 @@ def test_the_quiet_horizon_grows_with_the_last_pause() -> None:
         return False
 
     steward = GcSteward(quiet, check_every=0.01)
-    steward._last -= MIN_INTERVAL
+    steward._last -= 100  # past the spacing of both pauses below, short of MAX_INTERVAL
     steward.last_pause = 0.05  # a small job table: the fixed horizon
     steward.start()
     try:
@@ -176,3 +176,24 @@ def test_a_pass_forced_by_time_gives_nothing_back(monkeypatch: pytest.MonkeyPatc
     finally:
         gc.unfreeze()
     assert asked == []
+
+
+def test_the_quiet_question_waits_for_the_spacing() -> None:
+    """The question looks at every job (a million, on a large member): it is not asked
+    while no pass could follow anyway."""
+    asked = threading.Event()
+
+    def quiet(ahead: float) -> bool:
+        asked.set()
+        return False
+
+    steward = GcSteward(quiet, check_every=0.01)
+    steward.last_pause = 1.0  # spacing: 1.0 / PAUSE_SHARE
+    steward._last -= MIN_INTERVAL  # past the minimum, short of the spacing
+    steward.start()
+    try:
+        assert not asked.wait(0.3)
+        steward._last -= 1.0 / PAUSE_SHARE
+        assert asked.wait(5)
+    finally:
+        steward.stop()

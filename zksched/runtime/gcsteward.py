@@ -79,12 +79,15 @@ class GcSteward:
             gc.set_threshold(*self._saved)
             self._saved = None
 
+    def spacing(self) -> float:
+        """The least time between two passes made at quiet moments: a pass that holds
+        everything for long (many jobs) comes as seldom as keeps its pauses under
+        PAUSE_SHARE of the time (an idle member's CPU is mostly these passes)."""
+        return max(MIN_INTERVAL, self.last_pause / PAUSE_SHARE)
+
     def due(self, now: float, quiet: bool) -> bool:
         waited = now - self._last
-        # a pass that holds everything for long (many jobs) comes as seldom as keeps its
-        # pauses under PAUSE_SHARE of the time: an idle member's CPU is mostly these passes
-        spacing = max(MIN_INTERVAL, self.last_pause / PAUSE_SHARE)
-        return waited >= MAX_INTERVAL or (quiet and waited >= spacing)
+        return waited >= MAX_INTERVAL or (quiet and waited >= self.spacing())
 
     def collect(self, give_back: bool = True) -> float:
         """One full pass now (then free heap goes back to the system, if `give_back`);
@@ -108,7 +111,8 @@ class GcSteward:
             now = self._clock()
             try:
                 ahead = max(QUIET_AHEAD, 3 * self.last_pause)
-                quiet = self._quiet(ahead) if now - self._last >= MIN_INTERVAL else False
+                # asked only when a pass could follow: the question looks at every job
+                quiet = self._quiet(ahead) if now - self._last >= self.spacing() else False
             except Exception:  # a question that fails is "not quiet"
                 quiet = False
             # quiet at two looks in a row: not a gap between two batches of a burst

@@ -327,7 +327,17 @@ class ClusterMembership:
         return min(1.0, session_timeout_of(self._client, self._session_timeout) / 12)
 
     def _watch_contact(self) -> None:
-        while not self._stopping.wait(self._probe_interval()):
+        ticked = time.monotonic()
+        stall_ended = 0.0  # when the watchdog last woke late (this process was held)
+        while not self._stopping.wait(interval := self._probe_interval()):
+            # Woken late: this process was held (a full garbage collection of a million
+            # jobs, a starved CPU) and read nothing meanwhile, whatever ZooKeeper sent. Such
+            # a stall counts toward the loss margin (the server heard nothing from us either)
+            # but not toward the silence limit: ownership waits for a reply sent after it.
+            now = time.monotonic()
+            if now - ticked > 2 * interval:
+                stall_ended = now
+            ticked = now
             if self._client.connected and not self._probe_outstanding:
                 self._probe_outstanding = True
                 try:
@@ -343,6 +353,7 @@ class ClusterMembership:
                 self._declare_lost(
                     f"no reply from ZooKeeper for {silence:.1f}s; the session may expire soon"
                 )
+            silence = min(silence, time.monotonic() - stall_ended)
             if silence > self.silence_limit and not self._silent:
                 self._silent = True
                 log.warning(
