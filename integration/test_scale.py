@@ -10,6 +10,7 @@ through the real `jobs apply`, gives every job the fire and lock folders its fir
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from kazoo.exceptions import NodeExistsError
 
 from integration.harness import run_cli
 from tools.zkserver import ZkServer
+from zksched.zk.jobstore import JobStore
 from zksched.zk.paths import BUCKETS, ClusterPaths
 
 JOBS = 100_000
@@ -126,3 +128,15 @@ def check_folders(
     assert sum(len(listed[b]) for b in buckets) == JOBS
     assert len(listed[paths.blobs]) >= 16  # the table really is split into buckets
     assert sizes[largest] < WELL_UNDER, (largest, sizes[largest])
+
+    # a command about one job reads its bucket alone, and finds it in the large table
+    store = JobStore(kazoo, paths, 30.0)
+    for name in (names[0], names[4242], names[-1]):
+        job = store.read_job(name)
+        assert job is not None and job.name == name and job.record["name"] == name
+    assert store.read_job("no-such-job") is None
+    shown = run_cli(zk, client_id, "jobs", "show", names[4242], "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["name"] == names[4242]
+    missing = run_cli(zk, client_id, "jobs", "history", "no-such-job")
+    assert missing.returncode == 2 and "no job named 'no-such-job'" in missing.stderr

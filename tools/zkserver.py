@@ -103,6 +103,9 @@ class ZkServer:
     server_id: int | None = None  # set for ensemble members
     peers: list[tuple[int, int, int]] = field(default_factory=list)  # (id, quorum, election)
     tick_ms: int = 250
+    # the JVM's heap: tests hold little; a benchmark's million jobs are ~200 MB of buckets,
+    # kept twice while an apply replaces them
+    heap: str = "1g"
     extra_config: dict[str, str] = field(default_factory=dict)
     process: subprocess.Popen[bytes] | None = None
 
@@ -148,7 +151,7 @@ class ZkServer:
         self.process = subprocess.Popen(
             [
                 java_binary(),
-                "-Xmx1g",
+                f"-Xmx{self.heap}",
                 "-XX:+UseSerialGC",
                 "-cp",
                 find_classpath(),

@@ -28,7 +28,7 @@ SESSION_TIMEOUT = 4.0  # the issue's peers were measured with 4 s
 @contextlib.contextmanager
 def own_zookeeper(workdir: Path) -> Iterator[str]:
     """A standalone ZooKeeper on a free port for one benchmark (forceSync=no, as in tests)."""
-    server = ZkServer(workdir / "zookeeper")
+    server = ZkServer(workdir / "zookeeper", heap="3g")
     server.start()
     try:
         server.wait_serving(60)
@@ -84,10 +84,20 @@ def zksched_cli(zk: str, client_id: str, *args: str, timeout: float = 600) -> fl
     return elapsed
 
 
+FILE_JOBS = 100_000  # ~6 MB of TOML a file, within a job file's 16 MiB
+
+
 def apply_jobs(zk: str, client_id: str, workdir: Path, jobs: Mapping[str, Any]) -> float:
-    path = workdir / f"jobs-{uuid.uuid4().hex[:6]}.toml"
-    path.write_text(job_table(jobs))
-    return zksched_cli(zk, client_id, "jobs", "apply", "--prune", str(path))
+    """`jobs apply --prune` of these jobs, as an operator keeps a large table: several files
+    of at most FILE_JOBS jobs each (one file has a size limit)."""
+    names = list(jobs)
+    tag = uuid.uuid4().hex[:6]
+    paths = []
+    for n, start in enumerate(range(0, max(len(names), 1), FILE_JOBS)):
+        path = workdir / f"jobs-{tag}-{n}.toml"
+        path.write_text(job_table({k: jobs[k] for k in names[start : start + FILE_JOBS]}))
+        paths.append(str(path))
+    return zksched_cli(zk, client_id, "jobs", "apply", "--prune", *paths)
 
 
 @dataclass

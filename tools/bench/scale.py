@@ -15,7 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from tools.bench.burst import measure_burst
-from tools.bench.daemons import BenchMember, apply_jobs, own_zookeeper, wait_for
+from tools.bench.daemons import (
+    SESSION_TIMEOUT,
+    BenchMember,
+    apply_jobs,
+    own_zookeeper,
+    wait_for,
+)
 from tools.bench.registry import BenchContext, Result, at_least, benchmark
 from tools.bench.report import markdown_table, progress
 from tools.bench.scale_change import change_membership, probe_jobs
@@ -43,6 +49,14 @@ def _scale_arguments(parser: argparse.ArgumentParser) -> None:
         type=at_least(1),
         metavar="N",
         help=f"each member's `run --concurrency` ({DaemonConfig.concurrency})",
+    )
+    parser.add_argument(
+        "--session-timeout",
+        type=float,
+        default=SESSION_TIMEOUT,
+        metavar="S",
+        help=f"each member's session timeout ({SESSION_TIMEOUT:g}; a full garbage collection "
+        "at a million jobs holds a member for seconds: the daemon's default, 10, outlasts it)",
     )
 
 
@@ -87,7 +101,15 @@ def bench_scale(ctx: BenchContext) -> Result:
             for size in sizes:
                 rows.append(
                     _scale_one(
-                        zk, workdir, size, burst, idle_seconds, ctx.args.concurrency, bursts, probes
+                        zk,
+                        workdir,
+                        size,
+                        burst,
+                        idle_seconds,
+                        ctx.args.concurrency,
+                        bursts,
+                        probes,
+                        ctx.args.session_timeout,
                     )
                 )
     header = [
@@ -178,6 +200,7 @@ def _scale_one(
     concurrency: int | None,
     bursts: int = 1,
     probes: int = 0,
+    session_timeout: float = SESSION_TIMEOUT,
 ) -> Result:
     client_id = f"sc-{uuid.uuid4().hex[:8]}"
     jobs = quiet_daily_jobs(size, datetime.now(UTC))
@@ -191,7 +214,8 @@ def _scale_one(
 
     def start_member() -> BenchMember:
         log = workdir / f"{client_id}-{uuid.uuid4().hex[:6]}.log"
-        return BenchMember(zk, client_id, log, run_args=run_args).start()
+        member = BenchMember(zk, client_id, log, run_args=run_args, session_timeout=session_timeout)
+        return member.start()
 
     group = [start_member() for _ in range(3)]
     try:
@@ -241,6 +265,7 @@ def _scale_one(
         # the first burst's figures, as before `--bursts`; every burst's in `bursts`
         **{k: v for k, v in first.items() if k.startswith("burst_")},
         "concurrency": concurrency or DaemonConfig.concurrency,
+        "session_timeout": session_timeout,
         "bursts": measured,
         "change": change,
         "burst_p99_ms_median": round(statistics.median(p99s), 1),
