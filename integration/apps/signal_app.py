@@ -9,11 +9,12 @@ It registers JOBS every-second function jobs and appends to LOG, one line each:
 `<pid> lead|follow <time>` on every change of leadership, and `<pid> owns <n> <time>` each
 time the number of those jobs it owns changes (polled every 5 ms), so that a test can tell
 when the other process took the jobs and the leadership of one given SIGTERM. Prints
-`ready <member id>` once started.
+`ready <member id>` once started. zksched's log (INFO) goes to stderr, for a failing test to show.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
@@ -27,6 +28,9 @@ JOBS = 12
 
 def main() -> None:
     zk, client_id, log, how = sys.argv[1:5]
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(threadName)s %(name)s %(levelname)s %(message)s"
+    )
     session = float(os.environ.get("SESSION", "10"))
     cluster = Cluster(zk, client_id, session_timeout=session)
     fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
