@@ -350,7 +350,6 @@ class _Worker:
         self.wake()
 
 
-
 # -- the calls the stores make (each one request) ----------------------------------------------
 
 

@@ -247,4 +247,3 @@ class SimLeases:
         except KazooException:
             return False
         return True
-

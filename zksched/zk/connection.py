@@ -90,8 +90,7 @@ def parse_connect_string(text: str) -> ConnectString:
         port = int(match.group(3)) if match.group(3) else 2181
         if not 0 < port < 65536:
             raise ValueError(
-                f"invalid port {port} in ZooKeeper connect string {text!r}; ports are 1 to "
-                "65535"
+                f"invalid port {port} in ZooKeeper connect string {text!r}; ports are 1 to 65535"
             )
         hosts.append((match.group(1), port))
     return ConnectString(tuple(hosts), chroot)

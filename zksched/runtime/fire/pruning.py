@@ -29,6 +29,7 @@ from zksched.runtime.fire.stores import FireStore
 
 log = logging.getLogger(__name__)
 
+
 class HistoryPruner:
     def __init__(
         self,
