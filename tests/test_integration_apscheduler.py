@@ -163,10 +163,12 @@ def test_generated_ids_are_warned_about_once(
     cluster: FakeCluster, caplog: pytest.LogCaptureFixture
 ) -> None:
     scheduler, executor = started(cluster)
-    job = scheduler.add_job(lambda: None, "interval", seconds=1)  # id: uuid4().hex
+    # two instances allowed: the first run may still be going when the second is submitted
+    job = scheduler.add_job(lambda: None, "interval", seconds=1, max_instances=2)  # uuid4 id
     executor.submit_job(job, [now()])
     executor.submit_job(job, [now() + timedelta(seconds=1)])
     assert len([r for r in caplog.records if "generated id" in r.getMessage()]) == 1
+    wait_finished(cluster, 2)
 
 
 def test_a_job_at_max_instances_is_refused_before_any_claim(cluster: FakeCluster) -> None:
