@@ -39,6 +39,10 @@ SCHEDULES = (
     "0 * * * * *",
 )
 QUIET = 60.0  # faults stop this long before the end
+# jobs further from their next fire than this keep no machine: above the lease lead (10 s),
+# below the slowest schedule's period, so that the simulated members' jobs go dormant and
+# wake all the time (the daemon's 5 minutes would leave only one-off jobs dormant here)
+DORMANT_HORIZON = 15.0
 SESSION_TIMEOUT = 3.0
 
 
@@ -48,7 +52,9 @@ class SimConfig:
     minutes: float = 10.0
     faults: bool = True
     fault_every: float = 6.0  # mean seconds between faults
-    tunables: m.FireTunables = field(default_factory=m.FireTunables)
+    tunables: m.FireTunables = field(
+        default_factory=lambda: m.FireTunables(dormant_horizon=DORMANT_HORIZON)
+    )
     trace: bool = False
 
 

@@ -226,7 +226,8 @@ def measure(count: int, traced: bool) -> Result:
             last_rss = rss
     if traced:
         tracemalloc.stop()
-    out["owned"] = len(engine.core.jobs)
+    out["owned"] = len(engine.core.owned())
+    out["machines"] = len(engine.core.jobs)
     out["parts"] = {
         # dicts own their table: their size is theirs alone
         "watcher bucket dicts": sum(sys.getsizeof(d) for d in watcher._parsed.values()),

@@ -11,6 +11,12 @@ done a slice at a time (`limit`, then `align` until `aligning` is False): a memb
 a million jobs still answers its other events, and a newer view redirects what is left.
 A job not aligned yet keeps its machine as it was, as if the change had not reached this
 member yet (what the claims decide, exclusive in ZooKeeper, never depends on it).
+
+A job taken with nothing to catch up and its next fire beyond `dormant_horizon` is
+*dormant*: owned, but without a machine until that horizon (a timer), a trigger or a change
+wakes it. A machine made then acts exactly as one made at the takeover would have: nothing
+was due meanwhile, so its catch-up finds nothing either. At-least-once jobs are never
+dormant (their machines look for orphaned claims while active).
 """
 
 from __future__ import annotations
@@ -21,7 +27,10 @@ from collections.abc import Callable, Collection, Mapping
 
 from zksched.core.fire import model as m
 from zksched.core.fire.job import JobFireMachine, JobPhase
+from zksched.core.fire.state import _latest, _utc
+from zksched.core.firekey import fire_key, jitter_of
 from zksched.core.jobspec import JobSpec
+from zksched.core.schedule import ScheduleError
 
 Owns = Callable[[str, JobSpec], bool]
 
@@ -38,6 +47,7 @@ class MemberFireCore:
         self._session: int | None = None
         self._owns: Owns = _owns_nothing
         self._last_active: dict[str, float] = {}
+        self._dormant: dict[str, float] = {}  # owned jobs without a machine -> when to wake
         self._stopping = False
         self._takes = itertools.count(1)  # lease take ids, unique on this member
         # jobs left to align: the moved ones first, then a sweep of every job (a snapshot of
@@ -142,6 +152,13 @@ class MemberFireCore:
 
     def handle(self, job: str, event: m.JobEvent, now: float) -> list[m.Action]:
         machine = self.jobs.get(job)
+        woken: list[m.Action] = []
+        wake = self._dormant.get(job) if machine is None else None
+        if wake is not None and (
+            isinstance(event, m.Triggered) or (isinstance(event, m.Tick) and wake <= now)
+        ):
+            woken = self._wake(job, now)
+            machine = self.jobs.get(job)
         if machine is None:
             if isinstance(event, m.LeaseAnswered) and event.outcome is m.LeaseOutcome.TAKEN:
                 return [m.GiveBackLease(job, event.take)]  # taken after it was given up
@@ -152,7 +169,7 @@ class MemberFireCore:
             if isinstance(event, m.LeaseAnswered):
                 return []
             raise KeyError(f"no fire machine for job {job!r} ({type(event).__name__})")
-        out = machine.handle(event, now)
+        out = woken + machine.handle(event, now)
         self._forget_if_idle(job)
         return out
 
@@ -161,14 +178,21 @@ class MemberFireCore:
         return any(machine.fires for machine in self.jobs.values())
 
     def owned(self) -> list[str]:
-        return sorted(n for n, mc in self.jobs.items() if mc.owned)
+        return sorted([n for n, mc in self.jobs.items() if mc.owned] + list(self._dormant))
+
+    @property
+    def dormant(self) -> int:
+        """How many owned jobs have no machine until their next fire comes near."""
+        return len(self._dormant)
 
     # -- internals ------------------------------------------------------------------------
 
     def _realign(self, moved: Collection[str] | None) -> None:
         """Jobs to align: those that moved, or (None) every job in the table or in hand."""
         if moved is None:
-            names = list(self._table) + [n for n in self.jobs if n not in self._table]
+            names = list(self._table)
+            names += [n for n in self.jobs if n not in self._table]
+            names += [n for n in self._dormant if n not in self._table and n not in self.jobs]
             self._sweep, self._swept = names, 0
             self._moved.clear()
             self._moving.clear()
@@ -184,6 +208,8 @@ class MemberFireCore:
         if entry is not None and connected:
             return self._align_job(name, entry[0], entry[1], now)
         # gone from the table, or stopping: give it up; not connected: keep what we owned
+        if name in self._dormant and (self._stopping or entry is None):
+            self._leave_dormant(name, now)
         machine = self.jobs.get(name)
         if (
             machine is not None
@@ -198,16 +224,70 @@ class MemberFireCore:
         machine = self.jobs.get(name)
         if machine is None:
             if not mine:
+                if name in self._dormant:
+                    self._leave_dormant(name, now)
                 return []
-            since = self._last_active.get(name)
-            machine = JobFireMachine(spec, updated_at, self.tunables, since, self._takes)
-            self.jobs[name] = machine
+            wake = self._dormant_until(name, spec, updated_at, now)
+            if wake is not None:
+                if self._dormant.get(name) == wake:
+                    return []
+                self._dormant[name] = wake
+                return [m.SetTimer(name, wake)]
+            self._dormant.pop(name, None)
+            machine = self._new_machine(name, spec, updated_at, now)
             out = machine.set_session(self._session, now)
         else:
             out = []
         if machine.owned != mine:
             out += machine.set_owned(mine, now)
         return out
+
+    def _new_machine(
+        self, name: str, spec: JobSpec, updated_at: float, now: float
+    ) -> JobFireMachine:
+        since = self._last_active.get(name)
+        machine = JobFireMachine(spec, updated_at, self.tunables, since, self._takes)
+        self.jobs[name] = machine
+        return machine
+
+    def _dormant_until(
+        self, name: str, spec: JobSpec, updated_at: float, now: float
+    ) -> float | None:
+        """When a job taken now may wake to be fired (its next fire's due time less the
+        horizon), or None: it needs its machine now (something to catch up or look for,
+        its next fire near, or none to come). What its machine would plan now, it would
+        plan then too: the same lower bound, and no instant between."""
+        horizon = self.tunables.dormant_horizon
+        if horizon <= 0 or self._session is None or spec.delivery == "at-least-once":
+            return None
+        since = self._last_active.get(name)
+        lower = max(updated_at, updated_at if since is None else since - 1 - spec.jitter)
+        until = now - spec.jitter
+        try:
+            if _latest(spec, lower, until) is not None:
+                return None  # a catch-up to plan: its history is read now
+            instant = spec.schedule_obj.next_fire(_utc(until))
+        except ScheduleError:
+            return None
+        due = instant.timestamp() + jitter_of(fire_key(name, instant), spec.jitter)
+        wake = due - horizon
+        return wake if wake > now else None
+
+    def _wake(self, name: str, now: float) -> list[m.Action]:
+        """A dormant job gets its machine: its next fire comes near, or an event is for it."""
+        del self._dormant[name]
+        entry = self._table.get(name)
+        if entry is None:
+            return []  # deleted meanwhile (while not connected): nothing to wake
+        spec, updated_at = entry
+        machine = self._new_machine(name, spec, updated_at, now)
+        return machine.set_session(self._session, now) + machine.set_owned(True, now)
+
+    def _leave_dormant(self, name: str, now: float) -> None:
+        """A dormant job is ours no more: active here until now, as its machine would say."""
+        del self._dormant[name]
+        if name in self._table:
+            self._last_active[name] = now
 
     def _forget(self) -> None:
         for name in list(self.jobs):

@@ -362,3 +362,8 @@ class FireTunables:
     # in the shell) is asked again after this, rather than leave the job waiting for ever;
     # long, because a read waits in the shell's queue behind a takeover's other reads
     answer_deadline: float = 600.0
+    # an owned job with nothing to catch up whose next fire is further away than this keeps
+    # no machine until then (a member owning a million daily jobs holds machines only for
+    # the few due soon); 0: every owned job has its machine. Above lease_lead, so that the
+    # lease is still taken ahead.
+    dormant_horizon: float = 300.0
