@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from fire_shell import SESSION, T0, spec
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -21,6 +22,7 @@ from zksched.core.jobspec import JobSpec
 
 HORIZON = 30.0  # above lease_lead (10 s), far below the hourly job's period
 RUN = 3.0  # how long each started command runs
+SLICE = 1  # jobs aligned a step: a change reaches the jobs one by one
 SCHEDULES = (
     "*/5 * * * * *",  # never dormant: always due within the horizon
     "0 * * * * *",
@@ -84,9 +86,13 @@ class Driver:
         self.take(step(self.now))
 
     def run_to(self, until: float) -> None:
-        """Deliver what is due up to `until`, a second at a time (as a busy engine would)."""
+        """Deliver what is due up to `until`, a second at a time (as a busy engine would),
+        aligning one job a second while a change is being aligned (as the engine does, a
+        slice a turn)."""
         while self.now < until:
             self.now = min(until, self.now + 1.0)
+            if self.core.aligning:
+                self.take(self.core.align(self.now, SLICE))
             for _ in range(50):  # answers may bring more answers at the same moment
                 moved = False
                 while self.answers and self.answers[0][0] <= self.now:
@@ -142,7 +148,7 @@ def _jobs(seed: int) -> dict[str, JobSpec]:
             schedule=SCHEDULES[(seed + i) % len(SCHEDULES)],
             overlap="allow" if kind == 1 else "skip",
             catchup="all" if kind == 2 else "latest",
-            jitter=7.0 if kind == 3 else 0.0,
+            jitter=(7.0, 45.0)[i % 2] if kind == 3 else 0.0,  # 45: above the horizon
             catchup_window=600.0,
         )
     return out
@@ -170,6 +176,7 @@ def test_a_dormant_core_does_what_a_core_with_every_machine_does(
 
     everywhere(lambda c, now: c.table_changed(table, now))
     everywhere(lambda c, now: c.view_changed(session, lambda n, _s: n in owned, now))
+    limit = SLICE if seed % 2 else None  # changes aligned at once, or a job a step
     for what, index, value in script:
         name = f"job-{index}"
         for d in cores:
@@ -178,7 +185,9 @@ def test_a_dormant_core_does_what_a_core_with_every_machine_does(
             owned ^= {name}
             now_owned = frozenset(owned)
             everywhere(
-                lambda c, now, o=now_owned, s=session: c.view_changed(s, lambda n, _s: n in o, now)
+                lambda c, now, o=now_owned, s=session: c.view_changed(
+                    s, lambda n, _s: n in o, now, None, limit
+                )
             )
         elif what in ("respec", "pause", "delete") and name in table:
             table = dict(table)
@@ -193,17 +202,19 @@ def test_a_dormant_core_does_what_a_core_with_every_machine_does(
                 )
                 table[name] = (changed, cores[0].now)
             snapshot = table
-            everywhere(lambda c, now, t=snapshot: c.table_changed(t, now))
+            everywhere(lambda c, now, t=snapshot: c.table_changed(t, now, limit))
         elif what == "trigger" and name in owned:
             everywhere(lambda c, now, n=name, v=value: c.handle(n, m.Triggered(f"t{v}"), now))
         elif what == "reconnect":
             everywhere(lambda c, now: c.view_changed(None, lambda n, _s: False, now))
             for d in cores:
-                d.run_to(d.now + 2)
+                d.run_to(d.now + value % 200)  # disconnected for up to 200 s
             session += 1
             now_owned = frozenset(owned)
             everywhere(
-                lambda c, now, o=now_owned, s=session: c.view_changed(s, lambda n, _s: n in o, now)
+                lambda c, now, o=now_owned, s=session: c.view_changed(
+                    s, lambda n, _s: n in o, now, None, limit
+                )
             )
     for d in cores:
         d.run_to(d.now + 900)
@@ -263,3 +274,61 @@ def test_a_dormant_job_that_moves_away_or_is_deleted_is_no_longer_owned() -> Non
     assert core.owned() == [] and core.jobs == {}
     # a timer set while it was dormant finds nothing to wake
     assert core.handle("hourly", m.Tick(), T0 + 3600) == []
+
+
+def test_a_change_to_a_dormant_job_is_taken_at_once_not_when_the_slices_reach_it() -> None:
+    hourly = spec(name="b", schedule="0 0 * * * *")
+    often = spec(name="b", schedule="0 */2 * * * *")
+    other = spec(name="a", schedule="0 0 * * * *")
+    core = MemberFireCore(m.FireTunables(dormant_horizon=HORIZON))
+    driver = Driver(core, now=T0 + 60)
+    table = {"a": (other, T0 + 30), "b": (hourly, T0 + 30)}
+    driver.call(lambda now: core.table_changed(table, now))
+    driver.call(lambda now: core.view_changed(SESSION, lambda _n, _s: True, now))
+    assert core.dormant == 2
+    changed = {"a": (other, T0 + 30), "b": (often, T0 + 100)}
+    driver.now = T0 + 100
+    driver.take(core.table_changed(changed, driver.now, limit=0))  # no slice aligned yet
+    assert "b" in core.jobs  # its machine, planned from its change
+    driver.run_to(T0 + 125)
+    starts = [a for _, a in driver.seen if isinstance(a, m.Start)]
+    assert [(s.instant.timestamp(), s.kind) for s in starts] == [(T0 + 120, "scheduled")]  # type: ignore[attr-defined]
+
+
+def test_a_deleted_dormant_job_is_forgotten_at_once() -> None:
+    hourly = spec(name="b", schedule="0 0 * * * *")
+    core = MemberFireCore(m.FireTunables(dormant_horizon=HORIZON))
+    core.table_changed({"b": (hourly, T0 + 30)}, T0 + 60)
+    core.view_changed(SESSION, lambda _n, _s: True, T0 + 60)
+    core.table_changed({}, T0 + 61, limit=0)
+    assert core.owned() == [] and core.dormant == 0
+
+
+def test_a_job_whose_jitter_reaches_the_horizon_keeps_its_machine() -> None:
+    jittery = spec(name="j", schedule="0 0 * * * *", jitter=HORIZON)
+    core = MemberFireCore(m.FireTunables(dormant_horizon=HORIZON))
+    core.table_changed({"j": (jittery, T0 + 30)}, T0 + 60)
+    core.view_changed(SESSION, lambda _n, _s: True, T0 + 60)
+    assert list(core.jobs) == ["j"] and core.dormant == 0
+
+
+def test_the_horizon_is_above_the_lease_lead() -> None:
+    with pytest.raises(ValueError, match="dormant_horizon"):
+        m.FireTunables(dormant_horizon=5.0, lease_lead=10.0)
+    assert m.FireTunables(dormant_horizon=0).dormant_horizon == 0
+
+
+def test_a_machine_with_nothing_in_hand_goes_back_to_sleep_after_its_fire() -> None:
+    hourly = spec(name="hourly", schedule="0 0 * * * *")
+    core = MemberFireCore(m.FireTunables(dormant_horizon=HORIZON))
+    driver = Driver(core, now=T0 + 60)
+    driver.call(lambda now: core.table_changed({"hourly": (hourly, T0 + 30)}, now))
+    driver.call(lambda now: core.view_changed(SESSION, lambda _n, _s: True, now))
+    next_hour = T0 + 3600
+    driver.run_to(next_hour + RUN + 2)  # woken, fired, its result written
+    assert core.jobs == {} and core.dormant == 1  # asleep until the hour after
+    assert driver.timers == {"hourly": next_hour + 3600 - HORIZON}
+    driver.run_to(next_hour + 3600 + 1)
+    starts = [a.instant.timestamp() for _, a in driver.seen if isinstance(a, m.Start)]  # type: ignore[attr-defined]
+    assert starts == [next_hour, next_hour + 3600]
+    assert not any(isinstance(a, m.ReadHistory) for _, a in driver.seen)  # nothing re-planned

@@ -49,6 +49,41 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
             self._give_back = True
         return self._finish(now)
 
+    def rest_until(self, now: float, horizon: float) -> float | None:
+        """When a machine dropped now would have to be made again (its next instant's due
+        time less `horizon`), or None: it holds something a new machine would not know
+        (a fire, a lease, a queue, triggers, a recent trigger's instant, the length of a
+        catch-up-all job's last run), or is due soon. A machine made again from
+        `last_active = resting_since()` plans nothing and takes up the very next instant."""
+        if (
+            horizon <= 0
+            or not self.owned
+            or self.phase is not JobPhase.ACTIVE
+            or self.session is None
+            or self.spec.jitter  # the next instant's neighbours are then not known apart
+            or self._at_least_once
+            or self.fires
+            or self.lease is not LeaseStage.FREE
+            or self._give_back
+            or self._queue
+            or self._triggers
+            or self._withdrawals
+            or self._unrecorded
+            or (self.spec.catchup == "all" and self._last_run != NEVER)
+            or (self._last_trigger is not None and self._last_trigger.timestamp() > now - 2)
+            or self._next is None
+        ):
+            return None
+        wake = self._next_due - horizon
+        return wake if wake > now else None
+
+    def resting_since(self) -> float:
+        """The `last_active` of a machine made again for a resting one: every instant before
+        the next was handled (and instants are whole seconds), so its catch-up looks at
+        none of them."""
+        assert self._next is not None
+        return self._next.timestamp()
+
     def set_session(self, session: int | None, now: float) -> list[m.Action]:
         self._set_session(session)
         if session is not None:

@@ -84,6 +84,10 @@ class MemberFireCore:
                 out += machine.set_spec(entry[0], entry[1], now)
         for name in [n for n in self._last_active if table.get(n) != old.get(n)]:
             del self._last_active[name]  # deleted or changed: planned from its change
+        for name in [n for n in self._dormant if table.get(n) != old.get(n)]:
+            # at once, as a machine is told (the sweep below may take many turns): deleted,
+            # it is forgotten; changed, it gets its machine, planned from its change
+            out += self._wake(name, now)
         self._realign(None)
         out += self.align(now, limit)
         return out
@@ -171,7 +175,7 @@ class MemberFireCore:
             raise KeyError(f"no fire machine for job {job!r} ({type(event).__name__})")
         out = woken + machine.handle(event, now)
         self._forget_if_idle(job)
-        return out
+        return out + self._rest(job, now)
 
     def busy(self) -> bool:
         """Anything in flight on this member (a graceful stop waits for it)."""
@@ -258,7 +262,12 @@ class MemberFireCore:
         its next fire near, or none to come). What its machine would plan now, it would
         plan then too: the same lower bound, and no instant between."""
         horizon = self.tunables.dormant_horizon
-        if horizon <= 0 or self._session is None or spec.delivery == "at-least-once":
+        if (
+            horizon <= 0
+            or self._session is None
+            or spec.delivery == "at-least-once"
+            or spec.jitter >= horizon  # its instants' due times may pass one another
+        ):
             return None
         since = self._last_active.get(name)
         lower = max(updated_at, updated_at if since is None else since - 1 - spec.jitter)
@@ -282,6 +291,19 @@ class MemberFireCore:
         spec, updated_at = entry
         machine = self._new_machine(name, spec, updated_at, now)
         return machine.set_session(self._session, now) + machine.set_owned(True, now)
+
+    def _rest(self, name: str, now: float) -> list[m.Action]:
+        """An owned machine with nothing in hand whose next fire is far goes dormant."""
+        machine = self.jobs.get(name)
+        if machine is None:
+            return []
+        wake = machine.rest_until(now, self.tunables.dormant_horizon)
+        if wake is None:
+            return []
+        del self.jobs[name]
+        self._last_active[name] = machine.resting_since()
+        self._dormant[name] = wake
+        return [m.SetTimer(name, wake)]
 
     def _leave_dormant(self, name: str, now: float) -> None:
         """A dormant job is ours no more: active here until now, as its machine would say."""

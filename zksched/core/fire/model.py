@@ -367,3 +367,10 @@ class FireTunables:
     # the few due soon); 0: every owned job has its machine. Above lease_lead, so that the
     # lease is still taken ahead.
     dormant_horizon: float = 300.0
+
+    def __post_init__(self) -> None:
+        if 0 < self.dormant_horizon <= self.lease_lead:
+            raise ValueError(
+                f"dormant_horizon ({self.dormant_horizon}) must be above lease_lead "
+                f"({self.lease_lead}), or 0"
+            )
