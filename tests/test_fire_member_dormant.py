@@ -223,12 +223,19 @@ def test_a_dormant_core_does_what_a_core_with_every_machine_does(
     assert dormant.core.owned() == every.core.owned()
 
 
-def test_far_jobs_are_dormant_and_wake_before_their_fire() -> None:
+def owning_an_hourly_job() -> Driver:
+    """A member at T0 + 60 s that owns an hourly job changed at T0 + 30 s: dormant until
+    the horizon before the next hour."""
     hourly = spec(name="hourly", schedule="0 0 * * * *")
-    core = MemberFireCore(m.FireTunables(dormant_horizon=HORIZON))
-    driver = Driver(core, now=T0 + 60)
-    driver.call(lambda now: core.table_changed({"hourly": (hourly, T0 + 30)}, now))
-    driver.call(lambda now: core.view_changed(SESSION, lambda _n, _s: True, now))
+    driver = Driver(MemberFireCore(m.FireTunables(dormant_horizon=HORIZON)), now=T0 + 60)
+    driver.call(lambda now: driver.core.table_changed({"hourly": (hourly, T0 + 30)}, now))
+    driver.call(lambda now: driver.core.view_changed(SESSION, lambda _n, _s: True, now))
+    return driver
+
+
+def test_far_jobs_are_dormant_and_wake_before_their_fire() -> None:
+    driver = owning_an_hourly_job()
+    core = driver.core
     assert core.owned() == ["hourly"] and core.jobs == {} and core.dormant == 1
     next_hour = datetime.fromtimestamp(T0, UTC).replace(minute=0).timestamp() + 3600
     assert driver.timers == {"hourly": next_hour - HORIZON}
@@ -240,11 +247,8 @@ def test_far_jobs_are_dormant_and_wake_before_their_fire() -> None:
 
 
 def test_a_trigger_wakes_a_dormant_job() -> None:
-    hourly = spec(name="hourly", schedule="0 0 * * * *")
-    core = MemberFireCore(m.FireTunables(dormant_horizon=HORIZON))
-    driver = Driver(core, now=T0 + 60)
-    driver.call(lambda now: core.table_changed({"hourly": (hourly, T0 + 30)}, now))
-    driver.call(lambda now: core.view_changed(SESSION, lambda _n, _s: True, now))
+    driver = owning_an_hourly_job()
+    core = driver.core
     driver.call(lambda now: core.handle("hourly", m.Triggered("manual"), now))
     driver.run_to(T0 + 62)
     assert any(isinstance(a, m.Start) and a.kind == "trigger" for _, a in driver.seen)
@@ -319,11 +323,8 @@ def test_the_horizon_is_above_the_lease_lead() -> None:
 
 
 def test_a_machine_with_nothing_in_hand_goes_back_to_sleep_after_its_fire() -> None:
-    hourly = spec(name="hourly", schedule="0 0 * * * *")
-    core = MemberFireCore(m.FireTunables(dormant_horizon=HORIZON))
-    driver = Driver(core, now=T0 + 60)
-    driver.call(lambda now: core.table_changed({"hourly": (hourly, T0 + 30)}, now))
-    driver.call(lambda now: core.view_changed(SESSION, lambda _n, _s: True, now))
+    driver = owning_an_hourly_job()
+    core = driver.core
     next_hour = T0 + 3600
     driver.run_to(next_hour + RUN + 2)  # woken, fired, its result written
     assert core.jobs == {} and core.dormant == 1  # asleep until the hour after
