@@ -31,8 +31,7 @@ from zksched.core.fire.answers import AnswerHandling
 from zksched.core.fire.planning import CatchupPlanning
 from zksched.core.fire.retrying import Retrying
 from zksched.core.fire.stages import BEFORE_START, COMMAND_UP, FireStage, JobPhase, LeaseStage, Step
-from zksched.core.fire.state import NEVER, FireInProgress, _utc
-from zksched.core.firekey import fire_key, jitter_of
+from zksched.core.fire.state import NEVER, FireInProgress, _utc, due_of
 from zksched.core.jobspec import JobSpec
 from zksched.core.schedule import ScheduleError
 from zksched.core.schedule.catchup import trigger_instant
@@ -239,7 +238,7 @@ class JobFireMachine(CatchupPlanning, AnswerHandling, Retrying):
             self._next, self._next_due = None, NEVER
 
     def _due_of(self, instant: datetime) -> float:
-        return instant.timestamp() + jitter_of(fire_key(self.spec.name, instant), self.spec.jitter)
+        return due_of(self.spec, instant)
 
     def _deadline(self, instant: datetime, kind: m.FireKind, due: float) -> float:
         """When the fire must have been claimed (overlap = skip): its successor's due time

@@ -27,8 +27,7 @@ from collections.abc import Callable, Collection, Mapping
 
 from zksched.core.fire import model as m
 from zksched.core.fire.job import JobFireMachine, JobPhase
-from zksched.core.fire.state import _latest, _utc
-from zksched.core.firekey import fire_key, jitter_of
+from zksched.core.fire.state import _latest, _utc, due_of, plan_lower
 from zksched.core.jobspec import JobSpec
 from zksched.core.schedule import ScheduleError
 
@@ -270,7 +269,7 @@ class MemberFireCore:
         ):
             return None
         since = self._last_active.get(name)
-        lower = max(updated_at, updated_at if since is None else since - 1 - spec.jitter)
+        lower = plan_lower(spec, updated_at, since)
         until = now - spec.jitter
         try:
             if _latest(spec, lower, until) is not None:
@@ -278,8 +277,7 @@ class MemberFireCore:
             instant = spec.schedule_obj.next_fire(_utc(until))
         except ScheduleError:
             return None
-        due = instant.timestamp() + jitter_of(fire_key(name, instant), spec.jitter)
-        wake = due - horizon
+        wake = due_of(spec, instant) - horizon
         return wake if wake > now else None
 
     def _wake(self, name: str, now: float) -> list[m.Action]:

@@ -7,7 +7,7 @@ from datetime import timedelta
 from zksched.core.fire import model as m
 from zksched.core.fire.redelivery import Redelivering
 from zksched.core.fire.stages import FireStage, JobPhase, Step
-from zksched.core.fire.state import NEVER, _latest, _Plan, _utc
+from zksched.core.fire.state import NEVER, _latest, _Plan, _utc, plan_lower
 from zksched.core.firekey import format_utc
 from zksched.core.schedule.catchup import (
     holes,
@@ -32,8 +32,7 @@ class CatchupPlanning(Redelivering):
         # change) is looked at: what the policy does not run is recorded, so no instant is
         # left without a record for the audit to call lost.
         since = self.last_active
-        lower = self.updated_at if since is None else since - 1 - spec.jitter
-        self._plan_lower = max(lower, self.updated_at)
+        self._plan_lower = plan_lower(spec, self.updated_at, since)
         self._plan_until = now - spec.jitter
         self._active_since = now
         self._set_next(_utc(self._plan_until))

@@ -24,7 +24,7 @@ from zksched.core.fire.stages import (
     check_phase_move,
     next_stage,
 )
-from zksched.core.firekey import fire_key, format_utc
+from zksched.core.firekey import fire_key, format_utc, jitter_of
 from zksched.core.jobspec import JobSpec
 from zksched.core.schedule.catchup import CatchupPlan
 
@@ -395,6 +395,18 @@ def raise_illegal(text: str) -> NoReturn:
 
 def _utc(epoch: float) -> datetime:
     return datetime.fromtimestamp(epoch, UTC)
+
+
+def due_of(spec: JobSpec, instant: datetime) -> float:
+    """When an instant of the job comes due: the instant plus its own jitter."""
+    return instant.timestamp() + jitter_of(fire_key(spec.name, instant), spec.jitter)
+
+
+def plan_lower(spec: JobSpec, updated_at: float, last_active: float | None) -> float:
+    """The catch-up's lower bound: instants after it may be missed (after the job's change,
+    and after the moment it was last active here, less a second and its jitter)."""
+    lower = updated_at if last_active is None else last_active - 1 - spec.jitter
+    return max(lower, updated_at)
 
 
 def _latest(spec: JobSpec, lower: float, now: float) -> datetime | None:
