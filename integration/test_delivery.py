@@ -94,14 +94,19 @@ def test_owners_killed_right_after_their_claims_lose_nothing_at_least_once(
     instants = every_second(begin, end)
     alo_keys = {fire_key("alo", i) for i in instants}
 
-    def settled() -> bool:
+    def unsettled() -> dict[str, str]:
         found = records(kazoo, client_id, "alo")
-        return all(
-            (r := found.get(key.split("@", 1)[1])) is not None and r.state != "running"
+        return {
+            key: "no record" if r is None else r.state
             for key in alo_keys
-        )
+            if (r := found.get(key.split("@", 1)[1])) is None or r.state == "running"
+        }
 
-    wait_until(settled, 90, interval=0.5, what="every at-least-once instant settled")
+    try:
+        wait_until(lambda: not unsettled(), 180, interval=0.5, what="every instant settled")
+    except AssertionError as timeout:
+        left = sorted(unsettled().items())
+        raise AssertionError(f"{timeout}: {len(left)} left, e.g. {left[:10]}") from None
 
     # at-least-once: every instant ran exactly once, each with its own fire key
     counts = log.counts()

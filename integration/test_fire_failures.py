@@ -197,7 +197,9 @@ def test_a_claim_whose_outcome_was_unknown_is_settled_and_never_run_twice(
 
     def claim(record):  # type: ignore[no-untyped-def]
         outcome = real_claim(record)
-        if state["victim"] is None:
+        # A scheduled fire: under load the first instant can reach its claim as a catch-up
+        # (its lease came late), and a catch-up settled late is `outside-catchup-window`.
+        if state["victim"] is None and record.kind == "scheduled":
             state["victim"] = record.fire_key
             state["blind_until"] = time.monotonic() + SESSION_TIMEOUT  # past the deadline
             raise KazooTimeoutError("injected: the reply was lost")

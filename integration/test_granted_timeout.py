@@ -123,6 +123,9 @@ def test_a_silent_lock_holder_loses_the_lock_within_the_granted_session(
     proxy.set_mode(BLACKHOLE)
     wait_until(lambda: lock.lost, MAX + 2, what="the hold declared lost")
     assert time.monotonic() - cut < MAX
+    assert lock.lost_reason == "suspended"
+    # the callback runs after `lost` turns True, on another thread
+    wait_until(lambda: reasons, 10, what="the lost callback")
     assert reasons == ["suspended"]
     proxy.set_mode(PASS)
     wait_until(lambda: client.state != KazooState.SUSPENDED, 15, what="connected or expired")
