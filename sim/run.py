@@ -3,6 +3,8 @@
     scripts/simulate --seeds 200 --minutes 10          the CI soak
     scripts/simulate --seed 1234 --trace job3          one seed, its trace for job3
     scripts/simulate --plant paused-fired --seeds 50   show that a planted bug is caught
+    scripts/simulate --plant lost-reply-as-failure --weight lost=20 --seeds 80
+                                                       ... in a workload of many lost replies
 
 Exit 0 when every seed holds every guarantee; 1 otherwise (each failing seed is printed
 with its violations and the command that replays it).
@@ -11,15 +13,16 @@ with its violations and the command that replays it).
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import sys
 import time
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sim.plantings import PLANTINGS, planted
-from sim.scenario import SimConfig, simulate
+from sim.scenario import FAULT_WEIGHTS, SimConfig, simulate
 from sim.trace import render
 
 
@@ -35,12 +38,19 @@ class SeedOutcome:
     reruns: int = 0  # at-least-once: orphaned claims run again
 
 
-def run_seed(seed: int, minutes: float, plant: str | None = None) -> SeedOutcome:
+def run_seed(
+    seed: int,
+    minutes: float,
+    plant: str | None = None,
+    fault_weights: Mapping[str, float] | None = None,
+) -> SeedOutcome:
+    """One seed (with a bug planted, and a fault mix of its own: see SimConfig)."""
+    config = SimConfig(seed, minutes=minutes, fault_weights=dict(fault_weights or {}))
     if plant is None:
-        result = simulate(SimConfig(seed, minutes=minutes))
+        result = simulate(config)
     else:
         with planted(plant):
-            result = simulate(SimConfig(seed, minutes=minutes))
+            result = simulate(config)
     verdict = result.verdict
     return SeedOutcome(
         seed,
@@ -54,23 +64,30 @@ def run_seed(seed: int, minutes: float, plant: str | None = None) -> SeedOutcome
     )
 
 
+def _run(args: tuple[int, float, str | None, Mapping[str, float] | None]) -> SeedOutcome:
+    return run_seed(*args)
+
+
 def run_many(
     seeds: range,
     minutes: float,
     workers: int,
     plant: str | None = None,
     stop_on_first: bool = False,
+    fault_weights: Mapping[str, float] | None = None,
 ) -> list[SeedOutcome]:
+    """The seeds' outcomes, in seed order; `stop_on_first`: up to the first with a violation
+    (the seeds still running then are killed, not waited for)."""
     outcomes: list[SeedOutcome] = []
-    with ProcessPoolExecutor(workers) as pool:
-        futures = [pool.submit(run_seed, s, minutes, plant) for s in seeds]
-        for future in futures:
-            outcome = future.result()
+    pool = multiprocessing.Pool(workers)
+    try:
+        for outcome in pool.imap(_run, [(s, minutes, plant, fault_weights) for s in seeds]):
             outcomes.append(outcome)
             if stop_on_first and outcome.violations:
-                for rest in futures:
-                    rest.cancel()
                 break
+    finally:
+        pool.terminate()
+        pool.join()
     return outcomes
 
 
@@ -87,13 +104,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--plant", choices=sorted(PLANTINGS), help="plant this bug first")
     parser.add_argument(
+        "--weight",
+        metavar="FAULT=N",
+        action="append",
+        default=[],
+        type=_weight,
+        help=f"a fault's weight in place of its usual one (repeatable; faults: "
+        f"{', '.join(FAULT_WEIGHTS)})",
+    )
+    parser.add_argument(
         "--trace",
         metavar="TEXT",
         help="with --seed: print its trace (lines naming TEXT, and the cluster's own events)",
     )
     args = parser.parse_args(argv)
+    weights = dict(args.weight)
     if args.seed is not None and args.trace is not None:
-        config = SimConfig(args.seed, minutes=args.minutes, trace=True)
+        config = SimConfig(args.seed, minutes=args.minutes, trace=True, fault_weights=weights)
         if args.plant:
             with planted(args.plant):
                 result = simulate(config)
@@ -109,12 +136,25 @@ def main(argv: list[str] | None = None) -> int:
         else range(args.first, args.first + args.seeds)
     )
     began = time.perf_counter()
-    outcomes = run_many(seeds, args.minutes, args.workers, args.plant, bool(args.plant))
+    outcomes = run_many(seeds, args.minutes, args.workers, args.plant, bool(args.plant), weights)
     wall = time.perf_counter() - began
-    return report(outcomes, args.minutes, wall, args.plant)
+    replay = (f" --plant {args.plant}" if args.plant else "") + "".join(
+        f" --weight {k}={v:g}" for k, v in weights.items()
+    )
+    return report(outcomes, args.minutes, wall, replay)
 
 
-def report(outcomes: list[SeedOutcome], minutes: float, wall: float, plant: str | None) -> int:
+def _weight(text: str) -> tuple[str, float]:
+    fault, _, value = text.partition("=")
+    if fault not in FAULT_WEIGHTS:
+        raise argparse.ArgumentTypeError(f"no fault {fault!r}: one of {', '.join(FAULT_WEIGHTS)}")
+    try:
+        return fault, float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: the weight is a number (FAULT=N)") from None
+
+
+def report(outcomes: list[SeedOutcome], minutes: float, wall: float, replay: str) -> int:
     bad = [o for o in outcomes if o.violations]
     started = sum(o.started for o in outcomes)
     skipped: Counter[str] = Counter()
@@ -132,7 +172,7 @@ def report(outcomes: list[SeedOutcome], minutes: float, wall: float, plant: str 
         print(
             f"\nseed {outcome.seed}: {len(outcome.violations)} violations "
             f"(replay: scripts/simulate --seed {outcome.seed} --minutes {minutes:g}"
-            f"{f' --plant {plant}' if plant else ''} --trace JOB)"
+            f"{replay} --trace JOB)"
         )
         for violation in outcome.violations[:10]:
             print(f"  {violation}")

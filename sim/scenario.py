@@ -15,8 +15,10 @@ from __future__ import annotations
 import dataclasses
 import random
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Any
 
 from sim.checker import Limits, Verdict, check
@@ -39,6 +41,21 @@ SCHEDULES = (
     "0 * * * * *",
 )
 QUIET = 60.0  # faults stop this long before the end
+# how often each kind of fault comes, relative to the others
+FAULT_WEIGHTS: Mapping[str, float] = MappingProxyType(
+    {
+        "crash": 3,
+        "sigterm": 2,
+        "short-cut": 3,
+        "long-cut": 2,
+        "lost": 2,
+        "slow": 1,
+        "outage": 1,
+        "table": 4,
+        "trigger": 3,
+        "claim-crash": 2,
+    }
+)
 # jobs further from their next fire than this keep no machine: above the lease lead (10 s),
 # below the slowest schedule's period, so that the simulated members' jobs go dormant and
 # wake all the time (the daemon's 5 minutes would leave only one-off jobs dormant here)
@@ -52,6 +69,9 @@ class SimConfig:
     minutes: float = 10.0
     faults: bool = True
     fault_every: float = 6.0  # mean seconds between faults
+    # a workload that stresses one kind of fault (e.g. a planted bug's search): FAULT_WEIGHTS
+    # with these weights in place of theirs
+    fault_weights: Mapping[str, float] = field(default_factory=dict)
     tunables: m.FireTunables = field(
         default_factory=lambda: m.FireTunables(dormant_horizon=DORMANT_HORIZON)
     )
@@ -262,21 +282,8 @@ class SimScenario:
     def _fault(self) -> None:
         rng, world = self.rng, self.world
         live = [i for i, h in enumerate(self.hosts) if h.alive and not h.stopping]
-        kind = rng.choices(
-            (
-                "crash",
-                "sigterm",
-                "short-cut",
-                "long-cut",
-                "lost",
-                "slow",
-                "outage",
-                "table",
-                "trigger",
-                "claim-crash",
-            ),
-            (3, 2, 3, 2, 2, 1, 1, 4, 3, 2),
-        )[0]
+        weights = {**FAULT_WEIGHTS, **self.config.fault_weights}
+        kind = rng.choices(tuple(weights), tuple(weights.values()))[0]
         if kind in ("crash", "sigterm", "short-cut", "long-cut", "claim-crash") and not live:
             return
         if kind == "claim-crash":  # dies right after its next claim lands, before the start

@@ -320,6 +320,10 @@ SCENARIOS: dict[str, ChaosScenario] = {
             job_count=2000,
             schedule="*/20 * * * * *",
             history=20,
+            # on a starved host 2,000 starts can fall 20 s behind; with overlap = skip the
+            # next instant is then skipped `still-running` by design: this probes that every
+            # instant runs once however late, how fast is for `scripts/bench scale`'s burst
+            overlap="allow",
         ),
         ChaosScenario("flapping", "a member joining and another leaving every second", flapping),
     )
