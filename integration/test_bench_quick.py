@@ -28,6 +28,7 @@ BENCHMARKS = [
     "profile",
     "spawn-floor",
     "job-memory",
+    "join-cost",
 ]
 
 

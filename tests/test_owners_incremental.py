@@ -4,13 +4,13 @@ names exactly the jobs whose owner changed."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from unittest import mock
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zksched.core.members import Member
+from zksched.core.members import Member, sequence_of
 from zksched.core.owners import OwnerTable
 
 IDS = [f"host{i}-{100 + i}" for i in range(12)]
@@ -85,8 +85,14 @@ lookups = st.builds(
     st.integers(0, len(FUNCTIONS) - 1),
     st.integers(0, len(HASHES) - 1),
 )
-# a change: members that join (or come back with another record), ids that leave
-changes = st.tuples(st.lists(members, max_size=3), st.sets(st.sampled_from(IDS), max_size=3))
+# a change: members that join (or come back with another record), ids that leave, ids whose
+# member comes back with the same record on a new node
+changes = st.tuples(
+    st.lists(members, max_size=3),
+    st.sets(st.sampled_from(IDS), max_size=3),
+    st.sets(st.sampled_from(IDS), max_size=3),
+)
+Change = tuple[list[Member], set[str], set[str]]
 
 
 @settings(max_examples=300, deadline=None)
@@ -96,7 +102,7 @@ changes = st.tuples(st.lists(members, max_size=3), st.sets(st.sampled_from(IDS),
     st.lists(changes, min_size=1, max_size=6),
 )
 def test_a_derived_table_is_the_table_built_from_scratch(
-    start: list[Member], asked: list[Lookup], steps: list[tuple[list[Member], set[str]]]
+    start: list[Member], asked: list[Lookup], steps: list[Change]
 ) -> None:
     derive_and_compare(start, asked, steps)
 
@@ -116,20 +122,24 @@ class FewWeights:
     st.lists(changes, min_size=1, max_size=6),
 )
 def test_ties_go_the_same_way_in_a_derived_table(
-    start: list[Member], asked: list[Lookup], steps: list[tuple[list[Member], set[str]]]
+    start: list[Member], asked: list[Lookup], steps: list[Change]
 ) -> None:
     with mock.patch("zksched.core.owners.mmh3", FewWeights):
         derive_and_compare(start, asked, steps)
 
 
-def derive_and_compare(
-    start: list[Member], asked: list[Lookup], steps: list[tuple[list[Member], set[str]]]
-) -> None:
+def derive_and_compare(start: list[Member], asked: list[Lookup], steps: list[Change]) -> None:
     current = list(start)
     table = OwnerTable(current)
     before = {q: q.ask(table) for q in asked}  # every member asks for every job it knows
-    for joining, leaving in steps:
+    for joining, leaving, renewed in steps:
         current = [m for m in current if m.member_id not in leaving] + joining
+        current = [
+            replace(m, znode=f"{m.member_id}.{sequence_of(m.znode) + 100:010d}")
+            if m.member_id in renewed
+            else m
+            for m in current
+        ]
         derived = table.with_members(current)
         fresh = OwnerTable(current)
         after = {q: q.ask(fresh) for q in asked}
@@ -168,3 +178,20 @@ def test_the_same_members_give_the_same_table() -> None:
     members = [Member(i, znode=f"{i}.{n:010d}") for n, i in enumerate(IDS[:3])]
     table = OwnerTable(members)
     assert table.with_members(reversed(members)) is table
+
+
+def test_a_member_weighed_as_joining_moves_nothing_once_its_node_exists() -> None:
+    """Before joining a member weighs every job with a record that has no node yet; the
+    table once its node exists is derived at no cost: nothing moved, every entry kept."""
+    others = [Member(i, znode=f"{i}.{n:010d}") for n, i in enumerate(IDS[:3])]
+    joining = OwnerTable([*others, Member(IDS[5], labels={"role": "db"})])
+    jobs = [f"job-{n}" for n in range(2_000)]
+    owners = {job: joining.owner(job) for job in jobs}
+    joined = joining.with_members([*others, Member(IDS[5], labels={"role": "db"}, znode="x.01")])
+    assert joined is not joining and joined.moved == frozenset()
+    assert joined._memo == joining._memo
+    assert {job: joined.owner(job) for job in jobs} == owners
+    # another record (its labels changed): its jobs are weighed again
+    relabelled = joined.with_members([*others, Member(IDS[5], znode="x.02")])
+    assert relabelled.moved == frozenset()  # labels no job asks for: the same owners
+    assert {job: relabelled.owner(job) for job in jobs} == owners

@@ -7,6 +7,8 @@ from datetime import UTC, datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from zksched.core.schedule import Schedule, ScheduleError, next_fires
 
@@ -436,3 +438,25 @@ def test_schedules_are_immutable_values() -> None:
     assert pickle.loads(pickle.dumps(schedule)) == schedule
     assert (schedule.expr, schedule.timezone) == ("0 2 * * *", "Europe/Berlin")
     assert repr(schedule) == "Schedule('0 2 * * *', timezone='Europe/Berlin')"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.sampled_from(["0 2 * * *", "*/7 * * * * *", "30 1 * * 0", "@at 2027-03-28T01:30:00Z"]),
+    st.lists(st.tuples(st.integers(0, 40), st.integers(0, 400_000)), min_size=1, max_size=30),
+)
+def test_queries_asked_again_give_what_the_math_gives(
+    expr: str, asks: list[tuple[int, int]]
+) -> None:
+    """Each query remembers its last answer (a takeover asks the same for every job of a
+    schedule): repeated, interleaved and fresh questions all get the computed answer."""
+    schedule = Schedule.parse(expr, "Europe/Paris")
+    base = 1_790_000_000
+    for back, span in asks:
+        start, end = base - back * 3600, base + span
+        for _ in range(2):
+            after = datetime.fromtimestamp(end, UTC)
+            assert schedule.next_fire(after).timestamp() == schedule._next(end, 2**40)
+            latest = schedule.latest_fire(datetime.fromtimestamp(start, UTC), after)
+            computed = schedule._latest(start, end)
+            assert (None if latest is None else latest.timestamp()) == computed

@@ -18,7 +18,7 @@ from types import FrameType
 from tools.bench import owners, http_latency, fire_delay, failover  # noqa: F401
 from tools.bench import zk_requests, scale, fire_profile, spawn_floor  # noqa: F401
 from tools.bench import functions  # noqa: F401
-from tools.bench import blip, members, job_memory  # noqa: F401
+from tools.bench import blip, members, job_memory, join_cost  # noqa: F401
 
 # isort: on
 from tools.bench.machine import machine

@@ -68,6 +68,16 @@ def weight(job: str, member_id: str) -> int:
     return int(mmh3.hash128(f"{job}\x00{member_id}".encode(), seed=0, x64arch=True, signed=False))
 
 
+def _weighs_alike(member: Member, other: Member | None) -> bool:
+    """Every job's weight and eligibility for `other` are those for `member` (the same id;
+    its node may differ: a member weighed as joining before its node existed)."""
+    return other is not None and (
+        member.labels == other.labels
+        and member.allowed_commands == other.allowed_commands
+        and member.functions == other.functions
+    )
+
+
 def _eligible(member: Member, key: _MemoKey) -> bool:
     if isinstance(key, str):
         return True
@@ -131,10 +141,14 @@ class OwnerTable:
             return self
         if (table._any_allow_list, table._any_app) != (self._any_allow_list, self._any_app):
             return table  # the memo's keys mean something else now: weigh afresh, lazily
-        left = {i for i, m in self._by_id.items() if table._by_id.get(i) != m}
-        joined = [m for m in table._members if self._by_id.get(m.member_id) != m]
+        left = {i for i, m in self._by_id.items() if not _weighs_alike(m, table._by_id.get(i))}
+        joined = [m for m in table._members if not _weighs_alike(m, self._by_id.get(m.member_id))]
         moved: set[str] = set()
         memo = table._memo
+        if not left and not joined:  # only nodes renewed: every entry holds
+            memo.update(self._memo)
+            table.derived_from, table.moved = self.generation, frozenset()
+            return table
         for key, entry in self._memo.items():
             best = entry[0]
             if best in left:
@@ -180,11 +194,13 @@ class OwnerTable:
         whose allow-list refuses them are not eligible.
         None leaves allow-lists out (only for asking who would own it by labels alone).
         """
-        env = _names(env_names) if program is not None else _NO_NAMES
+        env = _NO_NAMES
         if not self._any_allow_list and program is not None:
-            env = _NO_NAMES  # nobody restricts commands: one memo entry per job; with app
-            # members about, "" still asks for a daemon, whatever the program
+            # nobody restricts commands: one memo entry per job; with app members about,
+            # "" still asks for a daemon, whatever the program
             program = "" if self._any_app else None
+        elif program is not None:
+            env = _names(env_names)
         label_set = _labels(labels)
         key: _MemoKey = job
         if label_set or program is not None or function is not None or apps_only:
@@ -209,6 +225,15 @@ class OwnerTable:
             if w >= best[1]:
                 best = (member.member_id, w)
         return best
+
+    def weighed_for(self, member_id: str) -> frozenset[str]:
+        """The jobs weighed so far (asked about, or carried from the table this one was
+        derived from) whose owner is `member_id`."""
+        return frozenset(
+            key if isinstance(key, str) else key[0]
+            for key, (owner, _) in self._memo.items()
+            if owner == member_id
+        )
 
     def assign(self, jobs: Mapping[str, Mapping[str, str]]) -> dict[str, str | None]:
         """Owner of each job in `jobs` (job name -> required labels)."""

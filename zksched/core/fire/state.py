@@ -399,6 +399,8 @@ def _utc(epoch: float) -> datetime:
 
 def due_of(spec: JobSpec, instant: datetime) -> float:
     """When an instant of the job comes due: the instant plus its own jitter."""
+    if spec.jitter <= 0:
+        return instant.timestamp()
     return instant.timestamp() + jitter_of(fire_key(spec.name, instant), spec.jitter)
 
 

@@ -60,6 +60,8 @@ class Schedule:
         "_first_second",
         "_fixed",
         "_hours_next",
+        "_last_latest",
+        "_last_next",
         "_minutes_next",
         "_months",
         "_months_next",
@@ -85,6 +87,10 @@ class Schedule:
     _months: int
     _and_rule: bool
     _all_days: bool
+    # Each query's last answer by its arguments: a takeover asks it for every job of the
+    # schedule (a million daily jobs share 1,440). Swapped whole: threads share schedules.
+    _last_next: tuple[int, int | None]
+    _last_latest: tuple[tuple[int, int], int | None]
 
     def __init__(self, fields: CronFields, timezone: str, offsets: ZoneOffsets) -> None:
         setattr_ = object.__setattr__
@@ -92,6 +98,8 @@ class Schedule:
         setattr_(self, "_timezone", timezone)
         setattr_(self, "_offsets", offsets)
         setattr_(self, "_fixed", fields.fixed_time)
+        setattr_(self, "_last_next", (-1, None))
+        setattr_(self, "_last_latest", ((-1, -1), None))
         setattr_(self, "_seconds_next", next_table(fields.seconds, 60))
         setattr_(self, "_minutes_next", next_table(fields.minutes, 60))
         setattr_(self, "_hours_next", next_table(fields.hours, 24))
@@ -176,7 +184,12 @@ class Schedule:
         ScheduleError if there is none before the end of year 9998.
         """
         start = checked(epoch_seconds(after, "after"))
-        found = self._next(start, MAX_INSTANT)
+        last = self._last_next
+        if last[0] == start:
+            found = last[1]
+        else:
+            found = self._next(start, MAX_INSTANT)
+            object.__setattr__(self, "_last_next", (start, found))
         if found is None:
             raise ScheduleError(f"{self.expr!r} does not fire again before the year 9999")
         return from_epoch(found)
@@ -195,7 +208,12 @@ class Schedule:
         """
         low = checked(epoch_seconds(start, "start"))
         high = min(epoch_seconds(end, "end"), MAX_INSTANT)
-        found = self._latest(low, high)
+        last = self._last_latest
+        if last[0] == (low, high):
+            found = last[1]
+        else:
+            found = self._latest(low, high)
+            object.__setattr__(self, "_last_latest", ((low, high), found))
         return None if found is None else from_epoch(found)
 
     # -- the math, on integer epoch seconds ---------------------------------------------
@@ -382,21 +400,6 @@ def _parse_cached(expr: str, timezone: str) -> Schedule:
     return Schedule(fields, timezone, offsets)
 
 
-def next_fires(schedule: Schedule, after: datetime, count: int) -> list[datetime]:
-    """The next `count` fire instants strictly after `after` (fewer only near year 9999)."""
-    if count < 0:
-        raise ValueError(f"count must not be negative, got {count}")
-    current = checked(epoch_seconds(after, "after"))
-    result: list[datetime] = []
-    while len(result) < count:
-        found = schedule._next(current, MAX_INSTANT)  # module-private helper
-        if found is None:
-            break
-        result.append(from_epoch(found))
-        current = found
-    return result
-
-
 class OneOffSchedule(Schedule):
     """A schedule that fires once, at `at` (epoch seconds): every query of `Schedule` works
     on it (next fire, fires between, latest fire), so the fire path needs nothing else."""
@@ -411,6 +414,8 @@ class OneOffSchedule(Schedule):
         setattr_(self, "_timezone", timezone)
         setattr_(self, "_offsets", offsets)
         setattr_(self, "_fixed", False)
+        setattr_(self, "_last_next", (-1, None))
+        setattr_(self, "_last_latest", ((-1, -1), None))
 
     @property
     def expr(self) -> str:

@@ -149,7 +149,7 @@ class FireEngine:
 
         def step(now: float) -> list[m.Action]:
             self._owned_dirty = True
-            moved = self._owners.follow(view, self._view)
+            moved = self._owners.follow(view, self._view, self._table)
             table, active, me = self._owners.table, view.active, view.member_id
 
             def owns(name: str, spec: JobSpec) -> bool:

@@ -340,8 +340,7 @@ class ZkActions:
                 self.redelivery.complete(claimed, record)  # with its live marker's delete
             elif not self.claims.complete(claimed, record):
                 log.warning(
-                    "the record of %s is gone (its job deleted?); its result (%s) is not "
-                    "written",
+                    "the record of %s is gone (its job deleted?); its result (%s) is not written",
                     record.fire_key,
                     record.state,
                     extra={"job": record.job, "event": "result-dropped"},

@@ -40,10 +40,18 @@ class OwnerChain:
         self._post = post
         self._refused: set[tuple[str, str]] = set()
         self._weighing = False
+        # the job table whose every job the table's memo holds (weighed before joining, and
+        # carried by every table derived since): joining then moves what the memo says
+        self._weighed: Mapping[str, JobSpec] | None = None
+        self._whole = False  # no table built afresh since the weighing began
+        self._refusals_all = False  # note_refused looks at every job next time
 
-    def follow(self, view: ClusterView, last: ClusterView | None) -> frozenset[str] | None:
+    def follow(
+        self, view: ClusterView, last: ClusterView | None, jobs: Mapping[str, JobSpec]
+    ) -> frozenset[str] | None:
         """Derive the table for `view` from the last one; the jobs whose owner changed
-        (None: any may have, e.g. this member joined or left the view it had: `last`)."""
+        for this member (None: any may have, e.g. it left the view it had: `last`).
+        `jobs`: the job table the engine aligns."""
         members = view.table.members
         if view.joining is not None:  # weighed as if joined: joining then moves little
             members = (*members, view.joining)
@@ -55,9 +63,26 @@ class OwnerChain:
             moved = table.moved
         else:
             moved = None
+            self._whole, self._weighed = False, None
         if last is None or last.active != view.active:
             moved = None
+            if self._joined(view, last, jobs):
+                # it owned nothing while it waited: now the jobs the memo gives it, and
+                # every job of the table is in the memo (weighed before joining)
+                moved = table.weighed_for(view.member_id)
+                self._refusals_all = True
         return moved
+
+    def _joined(
+        self, view: ClusterView, last: ClusterView | None, jobs: Mapping[str, JobSpec]
+    ) -> bool:
+        return (
+            last is not None
+            and view.active
+            and not last.active
+            and last.session_id == view.session_id
+            and self._weighed is jobs
+        )
 
     def weigh_before_joining(
         self, view: ClusterView | None, jobs: Mapping[str, JobSpec], ready: Callable[[], None]
@@ -68,7 +93,7 @@ class OwnerChain:
         share when it can act at once, and the join itself costs one weight per job."""
         if self._weighing or view is None or view.joining is None:
             return
-        self._weighing = True
+        self._weighing, self._whole = True, True
         # an iterator, not a list of a million pairs: the table's entries never change (a
         # new table is a new snapshot)
         items, count = iter(jobs.items()), len(jobs)
@@ -82,6 +107,7 @@ class OwnerChain:
             if weighed == self._slice:
                 self._post(step)
             else:
+                self._weighed = jobs if self._whole else None
                 log.info(
                     "weighed the owners of %d jobs; joining the cluster",
                     count,
@@ -101,7 +127,8 @@ class OwnerChain:
         if self._allowed is None or not view.active:
             return
         table, me = self.table, view.member_id
-        names = jobs.keys() if moved is None else moved & jobs.keys()
+        whole, self._refusals_all = moved is None or self._refusals_all, False
+        names = jobs.keys() if whole or moved is None else moved & jobs.keys()
         for name in names:
             spec = jobs[name]
             if spec.kind == "function":

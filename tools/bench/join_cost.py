@@ -1,0 +1,103 @@
+"""The `join-cost` benchmark: what a member joining a cluster spends on its owner table and
+its takeover, in this process (no ZooKeeper), the daemon's own classes.
+
+N daily jobs (`scale`'s) are read as a daemon reads them; three members are in the cluster.
+A fourth, this one, waits to join: it weighs every job over the members and itself
+(`weigh`), then its node appears and it takes its share (`takeover`: the owner table
+derived, the fire core aligned, every owned job made dormant or given its machine).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, cast
+
+from tools.bench.job_memory import _AnsweringIO, _Nothing, _StoredTable, stored_table
+from tools.bench.registry import BenchContext, Result, benchmark
+from tools.bench.report import markdown_table, progress
+from zksched.core.members import Member
+from zksched.core.owners import OwnerTable
+from zksched.runtime.clock import Clock
+from zksched.runtime.fire.engine import FireEngine
+from zksched.runtime.fire.run_actions import FireSettings
+from zksched.runtime.host import ThreadHost
+from zksched.runtime.membership import ClusterView, JobsSnapshot
+from zksched.runtime.membership.job_watch import JobTableWatcher
+from zksched.runtime.run import CommandRunner
+from zksched.runtime.skips import SkipLog
+from zksched.zk.paths import ClusterPaths
+
+ME = "joiner"
+SESSION = 7
+
+
+def measure(count: int) -> Result:
+    paths = ClusterPaths("join")
+    root, blobs = stored_table(count)
+    got: list[JobsSnapshot] = []
+    watcher = JobTableWatcher(
+        cast(Any, _StoredTable(root, blobs, paths)), paths, 5.0, got.append, lambda _t: None
+    )
+    watcher._refresh_jobs()
+    engine = FireEngine(
+        cast(Any, _Nothing()),
+        CommandRunner(),
+        SkipLog(),
+        FireSettings("join", ME),
+        ThreadHost(Clock()),
+    )
+    engine.io = cast(Any, _AnsweringIO(engine))
+    ready: list[float] = []
+    engine.on_ready_to_join = lambda: ready.append(time.perf_counter())
+    inbox = cast(Any, engine)._queue
+
+    def turns() -> None:
+        while engine.turn(0.0) and not inbox.empty():
+            pass
+
+    others = [Member(f"member-{i}", znode=f"/m/member-{i}.{i:010d}") for i in range(3)]
+    engine.update_jobs(got[-1])
+    turns()
+    started = time.perf_counter()
+    engine.update_view(ClusterView(True, SESSION, ME, None, OwnerTable(others), Member(ME)))
+    turns()
+    weighed = time.perf_counter()
+    joined = [*others, Member(ME, znode="/m/joiner.0000000009")]
+    engine.update_view(ClusterView(True, SESSION, ME, joined[-1].znode, OwnerTable(joined)))
+    turns()
+    taken = time.perf_counter()
+    return {
+        "jobs": count,
+        "members": len(joined),
+        "ready": bool(ready),
+        "weigh_s": weighed - started,
+        "takeover_s": taken - weighed,
+        "owned": len(engine.core.owned()),
+        "machines": len(engine.core.jobs),
+    }
+
+
+@benchmark("join-cost", help="a member joining 3 others: its weighing and its takeover, in process")
+def bench_join_cost(ctx: BenchContext) -> Result:
+    sizes = [5_000] if ctx.quick else [100_000, 200_000]
+    rows = []
+    for size in sizes:
+        progress(f"join-cost: {size:,} jobs")
+        rows.append(measure(size))
+    print(
+        markdown_table(
+            ["jobs", "members", "owned", "machines", "weigh s", "takeover s"],
+            [
+                [
+                    f"{r['jobs']:,}",
+                    str(r["members"]),
+                    f"{r['owned']:,}",
+                    f"{r['machines']:,}",
+                    f"{r['weigh_s']:.2f}",
+                    f"{r['takeover_s']:.2f}",
+                ]
+                for r in rows
+            ],
+        )
+    )
+    return {"runs": rows}
