@@ -460,3 +460,10 @@ def test_queries_asked_again_give_what_the_math_gives(
             latest = schedule.latest_fire(datetime.fromtimestamp(start, UTC), after)
             computed = schedule._latest(start, end)
             assert (None if latest is None else latest.timestamp()) == computed
+
+
+def test_a_fresh_schedule_answers_any_first_query_by_the_math() -> None:
+    """Nothing asked yet is no answer to any time (the epoch's last second included)."""
+    before_epoch = datetime(1969, 12, 31, 23, 59, 59, tzinfo=UTC)
+    schedule = Schedule.parse("0 0 * * *", "UTC")
+    assert schedule.next_fire(before_epoch) == datetime(1970, 1, 1, tzinfo=UTC)

@@ -89,8 +89,8 @@ class Schedule:
     _all_days: bool
     # Each query's last answer by its arguments: a takeover asks it for every job of the
     # schedule (a million daily jobs share 1,440). Swapped whole: threads share schedules.
-    _last_next: tuple[int, int | None]
-    _last_latest: tuple[tuple[int, int], int | None]
+    _last_next: tuple[int | None, int | None]
+    _last_latest: tuple[tuple[int, int] | None, int | None]
 
     def __init__(self, fields: CronFields, timezone: str, offsets: ZoneOffsets) -> None:
         setattr_ = object.__setattr__
@@ -98,8 +98,8 @@ class Schedule:
         setattr_(self, "_timezone", timezone)
         setattr_(self, "_offsets", offsets)
         setattr_(self, "_fixed", fields.fixed_time)
-        setattr_(self, "_last_next", (-1, None))
-        setattr_(self, "_last_latest", ((-1, -1), None))
+        setattr_(self, "_last_next", (None, None))
+        setattr_(self, "_last_latest", (None, None))
         setattr_(self, "_seconds_next", next_table(fields.seconds, 60))
         setattr_(self, "_minutes_next", next_table(fields.minutes, 60))
         setattr_(self, "_hours_next", next_table(fields.hours, 24))
@@ -414,8 +414,8 @@ class OneOffSchedule(Schedule):
         setattr_(self, "_timezone", timezone)
         setattr_(self, "_offsets", offsets)
         setattr_(self, "_fixed", False)
-        setattr_(self, "_last_next", (-1, None))
-        setattr_(self, "_last_latest", ((-1, -1), None))
+        setattr_(self, "_last_next", (None, None))
+        setattr_(self, "_last_latest", (None, None))
 
     @property
     def expr(self) -> str:
