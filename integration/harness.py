@@ -197,8 +197,10 @@ def wait_until(
 
 
 def run_cli(
-    zk: str, client_id: str, *args: str, timeout: float = 30
+    zk: str, client_id: str, *args: str, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
+    """One `zksched` command. A second or two; the timeout is only for a stuck one (a
+    machine loaded by other work has taken over 30 s to start a Python process)."""
     return subprocess.run(
         [sys.executable, "-m", "zksched", "--zk", zk, "--client-id", client_id, *args],
         capture_output=True,

@@ -592,7 +592,7 @@ def test_a_stop_that_terminates_runs_starts_no_waiting_fire(
     )
     daemon = Daemon(config)
     daemon.start()
-    wait_until(lambda: out.exists() and out.read_text().strip(), 15, what="one command started")
+    wait_until(lambda: out.exists() and out.read_text().strip(), 60, what="one command started")
     time.sleep(0.5)
     assert len(out.read_text().split()) == 1  # the other waits for the only slot
     daemon.stop()

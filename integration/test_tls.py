@@ -122,7 +122,7 @@ def test_a_daemon_and_the_cli_work_over_tls_with_the_right_ca(
     env = {"ZKSCHED_TLS": "true", "ZKSCHED_TLS_CA": args[4]}
     env |= {"ZKSCHED_TLS_CERT": args[6], "ZKSCHED_TLS_KEY": args[8]}
     daemon = daemons(zk_hosts=args[1], env=env)
-    wait_until(lambda: daemon.last_members(), 30, what="the member joined over TLS")
+    wait_until(lambda: daemon.last_members(), 90, what="the member joined over TLS")
     done = zksched(*args, "--client-id", client_id, "members", "--json", connect_timeout=30)
     assert done.returncode == 0, done.stderr
     assert [m["member_id"] for m in json.loads(done.stdout)] == [daemon.member_id]
