@@ -81,25 +81,26 @@ def test_a_weighed_member_joins_with_one_weight_per_job_and_owns_what_scratch_sa
     assert moved == mine  # what it joined with: its share, not a look at every job
 
 
-def test_a_member_whose_table_changed_while_it_waited_looks_at_every_job_on_joining() -> None:
+def weighed_while_waiting() -> tuple[OwnerChain, ClusterView]:
+    """A chain that weighed every job of JOBS while waiting to join, and its waiting view."""
     steps = Steps()
     chain = OwnerChain(SkipLog(), None, steps.post, 300)
     waiting = view(OTHERS, None, ME)
     chain.follow(waiting, None, JOBS)
     chain.weigh_before_joining(waiting, JOBS, mock.Mock())
     steps.run_all()
+    return chain, waiting
+
+
+def test_a_member_whose_table_changed_while_it_waited_looks_at_every_job_on_joining() -> None:
+    chain, waiting = weighed_while_waiting()
     newer = {**JOBS, "late-job": spec(name="late-job")}  # a new snapshot, not all weighed
     joined_me = replace(ME, znode="new-900.0000000042")
     assert chain.follow(view([*OTHERS, joined_me], joined_me.znode, None), waiting, newer) is None
 
 
 def test_a_table_built_afresh_while_waiting_makes_joining_look_at_every_job() -> None:
-    steps = Steps()
-    chain = OwnerChain(SkipLog(), None, steps.post, 300)
-    waiting = view(OTHERS, None, ME)
-    chain.follow(waiting, None, JOBS)
-    chain.weigh_before_joining(waiting, JOBS, mock.Mock())
-    steps.run_all()
+    chain, waiting = weighed_while_waiting()
     # a member with an allow-list: the memo's keys mean something else, the table is new
     strict = Member("strict-1", znode="strict-1.0000000077", allowed_commands=("/usr/bin/*",))
     later = view([*OTHERS, strict], None, ME)

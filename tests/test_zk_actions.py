@@ -64,8 +64,7 @@ class Claims:
         for record in records:
             self.records[record.fire_key] = record
         return [
-            Claimed(r.fire_key, r.with_changes(fencing_token=self.zxid), self.zxid)
-            for r in records
+            Claimed(r.fire_key, r.with_changes(fencing_token=self.zxid), self.zxid) for r in records
         ]
 
     def claim(self, record: FireRecord) -> Claimed:

@@ -159,22 +159,29 @@ def _members() -> list[Member]:
     return [Member(f"member-{i}", znode=f"/m/member-{i}.{i:010d}") for i in range(MEMBERS)]
 
 
+def answered_engine(member_id: str) -> FireEngine:
+    """The daemon's fire engine with no ZooKeeper: every read it asks for is answered."""
+    engine = FireEngine(
+        cast(Any, _Nothing()),
+        CommandRunner(),
+        SkipLog(),
+        FireSettings("memory", member_id),
+        ThreadHost(Clock()),
+    )
+    engine.io = cast(Any, _AnsweringIO(engine))
+    return engine
+
+
 def measure(count: int, traced: bool) -> Result:
     """Take `count` jobs through the daemon's stages; per stage the bytes it keeps (traced)
     or the process's RSS after it (not traced)."""
     paths = ClusterPaths("memory")
     root, blobs = stored_table(count)
-    client = _StoredTable(root, blobs, paths)
     got: list[JobsSnapshot] = []
-    watcher = JobTableWatcher(cast(Any, client), paths, 5.0, got.append, lambda _t: None)
-    engine = FireEngine(
-        cast(Any, _Nothing()),
-        CommandRunner(),
-        SkipLog(),
-        FireSettings("memory", ME),
-        ThreadHost(Clock()),
+    watcher = JobTableWatcher(
+        cast(Any, _StoredTable(root, blobs, paths)), paths, 5.0, got.append, lambda _t: None
     )
-    engine.io = cast(Any, _AnsweringIO(engine))
+    engine = answered_engine(ME)
     members = _members()
     view = ClusterView(True, 7, ME, members[1].znode, OwnerTable(members))
 

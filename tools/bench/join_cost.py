@@ -12,19 +12,13 @@ from __future__ import annotations
 import time
 from typing import Any, cast
 
-from tools.bench.job_memory import _AnsweringIO, _Nothing, _StoredTable, stored_table
+from tools.bench.job_memory import _StoredTable, answered_engine, stored_table
 from tools.bench.registry import BenchContext, Result, benchmark
 from tools.bench.report import markdown_table, progress
 from zksched.core.members import Member
 from zksched.core.owners import OwnerTable
-from zksched.runtime.clock import Clock
-from zksched.runtime.fire.engine import FireEngine
-from zksched.runtime.fire.run_actions import FireSettings
-from zksched.runtime.host import ThreadHost
 from zksched.runtime.membership import ClusterView, JobsSnapshot
 from zksched.runtime.membership.job_watch import JobTableWatcher
-from zksched.runtime.run import CommandRunner
-from zksched.runtime.skips import SkipLog
 from zksched.zk.paths import ClusterPaths
 
 ME = "joiner"
@@ -39,14 +33,7 @@ def measure(count: int) -> Result:
         cast(Any, _StoredTable(root, blobs, paths)), paths, 5.0, got.append, lambda _t: None
     )
     watcher._refresh_jobs()
-    engine = FireEngine(
-        cast(Any, _Nothing()),
-        CommandRunner(),
-        SkipLog(),
-        FireSettings("join", ME),
-        ThreadHost(Clock()),
-    )
-    engine.io = cast(Any, _AnsweringIO(engine))
+    engine = answered_engine(ME)
     ready: list[float] = []
     engine.on_ready_to_join = lambda: ready.append(time.perf_counter())
     inbox = cast(Any, engine)._queue
