@@ -17,7 +17,8 @@ from typing import Literal
 
 from zksched.core.allowlist import command_refusal
 from zksched.core.fire import model as m
-from zksched.core.firekey import FireId, fire_key, jitter_of
+from zksched.core.fire.state import due_of
+from zksched.core.firekey import FireId, fire_key
 from zksched.core.jobspec import JobSpec
 from zksched.runtime.clock import Clock
 from zksched.runtime.fire.tuning import PROGRAM_LOOKUP_TTL, STARTERS, STARTS_SETTLE
@@ -121,8 +122,7 @@ class RunActions:
         if spec is None:  # gone from the table since: the core records it as an error
             self._post_event(start.job, m.StartFailed(start.instant, "the job is gone"))
             return
-        key = fire_key(start.job, start.instant)
-        run = _Run(start, spec, start.instant.timestamp() + jitter_of(key, spec.jitter), now)
+        run = _Run(start, spec, due_of(spec, start.instant), now)
         why = self._refusal(spec)
         if why is not None:
             self._post_event(start.job, m.StartFailed(start.instant, why))
