@@ -19,9 +19,10 @@ the schedule.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime
 from functools import lru_cache
+from typing import cast
 
 from zksched.core.firekey import format_utc
 from zksched.core.schedule.at import AT_PREFIX, AtError, is_at, parse_at
@@ -184,12 +185,7 @@ class Schedule:
         ScheduleError if there is none before the end of year 9998.
         """
         start = checked(epoch_seconds(after, "after"))
-        last = self._last_next
-        if last[0] == start:
-            found = last[1]
-        else:
-            found = self._next(start, MAX_INSTANT)
-            object.__setattr__(self, "_last_next", (start, found))
+        found = self._remembered("_last_next", start, lambda: self._next(start, MAX_INSTANT))
         if found is None:
             raise ScheduleError(f"{self.expr!r} does not fire again before the year 9999")
         return from_epoch(found)
@@ -208,13 +204,16 @@ class Schedule:
         """
         low = checked(epoch_seconds(start, "start"))
         high = min(epoch_seconds(end, "end"), MAX_INSTANT)
-        last = self._last_latest
-        if last[0] == (low, high):
-            found = last[1]
-        else:
-            found = self._latest(low, high)
-            object.__setattr__(self, "_last_latest", ((low, high), found))
+        found = self._remembered("_last_latest", (low, high), lambda: self._latest(low, high))
         return None if found is None else from_epoch(found)
+
+    def _remembered(self, slot: str, key: object, compute: Callable[[], int | None]) -> int | None:
+        last = getattr(self, slot)
+        if last[0] == key:
+            return cast("int | None", last[1])
+        found = compute()
+        object.__setattr__(self, slot, (key, found))
+        return found
 
     # -- the math, on integer epoch seconds ---------------------------------------------
 
