@@ -81,10 +81,12 @@ def test_a_weighed_member_joins_with_one_weight_per_job_and_owns_what_scratch_sa
     assert moved == mine  # what it joined with: its share, not a look at every job
 
 
-def weighed_while_waiting() -> tuple[OwnerChain, ClusterView]:
+def weighed_while_waiting(
+    allowed: tuple[str, ...] | None = None,
+) -> tuple[OwnerChain, ClusterView]:
     """A chain that weighed every job of JOBS while waiting to join, and its waiting view."""
     steps = Steps()
-    chain = OwnerChain(SkipLog(), None, steps.post, 300)
+    chain = OwnerChain(SkipLog(), allowed, steps.post, 300)
     waiting = view(OTHERS, None, ME)
     chain.follow(waiting, None, JOBS)
     chain.weigh_before_joining(waiting, JOBS, mock.Mock())
@@ -153,3 +155,10 @@ def test_no_weighing_without_a_joining_record() -> None:
     chain.weigh_before_joining(active, JOBS, ready)
     chain.weigh_before_joining(None, JOBS, ready)
     assert not steps.queued and not ready.called
+
+
+def test_a_member_with_an_allow_list_looks_at_every_job_on_joining() -> None:
+    """Its refusals (jobs it would own by labels) come from that look."""
+    chain, waiting = weighed_while_waiting(allowed=("/usr/bin/*",))
+    joined_me = replace(ME, znode="new-900.0000000042")
+    assert chain.follow(view([*OTHERS, joined_me], joined_me.znode, None), waiting, JOBS) is None

@@ -44,7 +44,6 @@ class OwnerChain:
         # carried by every table derived since): joining then moves what the memo says
         self._weighed: Mapping[str, JobSpec] | None = None
         self._whole = False  # no table built afresh since the weighing began
-        self._refusals_all = False  # note_refused looks at every job next time
 
     def follow(
         self, view: ClusterView, last: ClusterView | None, jobs: Mapping[str, JobSpec]
@@ -70,7 +69,6 @@ class OwnerChain:
                 # it owned nothing while it waited: now the jobs the memo gives it, and
                 # every job of the table is in the memo (weighed before joining)
                 moved = table.weighed_for(view.member_id)
-                self._refusals_all = True
         return moved
 
     def _joined(
@@ -82,6 +80,9 @@ class OwnerChain:
             and not last.active
             and last.session_id == view.session_id
             and self._weighed is jobs
+            # an allow-list's refusals are jobs it would own by labels: found by a look at
+            # every job, as a join without this shortcut does
+            and self._allowed is None
         )
 
     def weigh_before_joining(
@@ -127,8 +128,7 @@ class OwnerChain:
         if self._allowed is None or not view.active:
             return
         table, me = self.table, view.member_id
-        whole, self._refusals_all = moved is None or self._refusals_all, False
-        names = jobs.keys() if whole or moved is None else moved & jobs.keys()
+        names = jobs.keys() if moved is None else moved & jobs.keys()
         for name in names:
             spec = jobs[name]
             if spec.kind == "function":
