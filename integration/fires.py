@@ -8,7 +8,11 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from kazoo.client import KazooClient
+
 from zksched.core.firekey import fire_key, parse_fire_key
+from zksched.core.firerecord import FireRecord
+from zksched.zk.paths import ClusterPaths
 
 
 def recording_job(
@@ -92,6 +96,15 @@ def every_second(start: datetime, end: datetime) -> list[datetime]:
     """Every whole second in [start, end]."""
     first = int(start.timestamp()) + (0 if start.timestamp() == int(start.timestamp()) else 1)
     return [datetime.fromtimestamp(t, UTC) for t in range(first, int(end.timestamp()) + 1)]
+
+
+def fire_records(kazoo: KazooClient, client_id: str, job: str) -> dict[str, FireRecord]:
+    """The job's fire records in ZooKeeper, by instant (the znode's name)."""
+    folder = ClusterPaths(client_id).job_fires(job)
+    return {
+        child: FireRecord.from_json(kazoo.get(f"{folder}/{child}")[0])
+        for child in kazoo.get_children(folder)
+    }
 
 
 def states_of(zk: str, client_id: str, job: str, instants: list[datetime]) -> dict[str, str]:

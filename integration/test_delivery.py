@@ -19,14 +19,12 @@ from pathlib import Path
 
 from kazoo.client import KazooClient
 
-from integration.fires import FireLog, every_second
+from integration.fires import FireLog, every_second, fire_records
 from integration.harness import DaemonProcess, run_cli, wait_until
 from zksched.core.firekey import fire_key
-from zksched.core.firerecord import FireRecord
 from zksched.core.jobspec import JobSpec
 from zksched.core.members import Member
 from zksched.core.owners import OwnerTable
-from zksched.zk.paths import ClusterPaths
 
 Start = Callable[..., DaemonProcess]
 KILLS = 20
@@ -55,14 +53,6 @@ def killer_id(round_: int) -> str:
         if all(table.job_owner(name, spec) == candidate for name, spec in specs.items()):
             return candidate
     raise AssertionError("unreachable")
-
-
-def records(kazoo: KazooClient, client_id: str, name: str) -> dict[str, FireRecord]:
-    folder = ClusterPaths(client_id).job_fires(name)
-    out = {}
-    for child in kazoo.get_children(folder):
-        out[child] = FireRecord.from_json(kazoo.get(f"{folder}/{child}")[0])
-    return out
 
 
 def test_owners_killed_right_after_their_claims_lose_nothing_at_least_once(
@@ -95,7 +85,7 @@ def test_owners_killed_right_after_their_claims_lose_nothing_at_least_once(
     alo_keys = {fire_key("alo", i) for i in instants}
 
     def unsettled() -> dict[str, str]:
-        found = records(kazoo, client_id, "alo")
+        found = fire_records(kazoo, client_id, "alo")
         return {
             key: "no record" if r is None else r.state
             for key in alo_keys
@@ -112,7 +102,7 @@ def test_owners_killed_right_after_their_claims_lose_nothing_at_least_once(
     counts = log.counts()
     runs = {p[0]: p for p in log.lines()}
     assert {k: counts[k] for k in alo_keys if counts[k] != 1} == {}
-    alo = records(kazoo, client_id, "alo")
+    alo = fire_records(kazoo, client_id, "alo")
     again = {
         name: r
         for name, r in alo.items()

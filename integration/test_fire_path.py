@@ -13,11 +13,10 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from integration.fires import FireLog, every_second, recording_job, states_of
+from integration.fires import FireLog, every_second, fire_records, recording_job, states_of
 from integration.harness import SESSION_TIMEOUT, DaemonProcess, run_cli, wait_until
 from tools.faultproxy import BLACKHOLE, PASS, FaultProxy
 from zksched.core.firekey import fire_key, format_utc, parse_fire_key
-from zksched.core.firerecord import FireRecord
 from zksched.zk.jobstore import blob_id
 from zksched.zk.paths import ClusterPaths
 
@@ -413,13 +412,10 @@ def test_catchup_policies_after_an_outage(
     def first_scheduled(policy: str) -> datetime | None:
         """The second daemon's first instant of the job as scheduled (not caught up): the
         outage is what came before it (a busy machine starts the daemon late: longer)."""
-        folder = paths.job_fires(f"cu-{policy}")
         found = [
             parse_fire_key(record.fire_key)[1]
-            for child in kazoo.get_children(folder)
-            if (record := FireRecord.from_json(kazoo.get(f"{folder}/{child}")[0])).kind
-            == "scheduled"
-            and record.member_id == "second"
+            for record in fire_records(kazoo, client_id, f"cu-{policy}").values()
+            if record.kind == "scheduled" and record.member_id == "second"
         ]
         return min(found, default=None)
 
@@ -437,9 +433,13 @@ def test_catchup_policies_after_an_outage(
         )
 
     def done() -> bool:
-        ends = [first_scheduled(p) for p in CATCHUP_EXPECTED]
-        until = first_scheduled("all")
-        return None not in ends and until is not None and caught("all", until) == missed(until)
+        ends = {p: first_scheduled(p) for p in CATCHUP_EXPECTED}
+        until = ends["all"]
+        return (
+            None not in ends.values()
+            and until is not None
+            and caught("all", until) == missed(until)
+        )
 
     try:
         wait_until(done, 60, interval=0.25, what="the catch-up of `all`")
