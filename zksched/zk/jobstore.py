@@ -338,6 +338,8 @@ class JobStore:
             separators=(",", ":"),
         ).encode()
         self._ensure_folders()
+        if base.version < 0:
+            base = self._root_made_empty(base)
         size = sum(len(c) for c in new_blobs.values()) + len(root_data)
         if size <= MAX_TXN_BYTES:
             self._commit_one_transaction(base, new_blobs, root_data)
@@ -355,6 +357,15 @@ class JobStore:
 
     def _ensure_folders(self) -> None:
         wait(self._client.ensure_path_async(self._paths.blobs), self._timeout)
+
+    def _root_made_empty(self, base: TableRoot) -> TableRoot:
+        """The blobs folder's parent is the root: making the folder made the root node,
+        empty, so the table is still absent, at that node's version (creating the root
+        would fail and redo the whole apply). A table written meanwhile is a change."""
+        fresh = self.read_root()
+        if fresh.buckets or fresh.generation != base.generation:
+            raise ConcurrentChange("the job table changed during the apply")
+        return fresh
 
     def _commit_one_transaction(
         self, base: TableRoot, blobs: dict[str, bytes], root: bytes
