@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 
 from zksched.core.firekey import fire_key, parse_fire_key
 from zksched.core.firerecord import FireRecord
@@ -101,10 +102,13 @@ def every_second(start: datetime, end: datetime) -> list[datetime]:
 def fire_records(kazoo: KazooClient, client_id: str, job: str) -> dict[str, FireRecord]:
     """The job's fire records in ZooKeeper, by instant (the znode's name)."""
     folder = ClusterPaths(client_id).job_fires(job)
-    return {
-        child: FireRecord.from_json(kazoo.get(f"{folder}/{child}")[0])
-        for child in kazoo.get_children(folder)
-    }
+    records = {}
+    for child in kazoo.get_children(folder):
+        try:
+            records[child] = FireRecord.from_json(kazoo.get(f"{folder}/{child}")[0])
+        except NoNodeError:  # pruned since the listing
+            continue
+    return records
 
 
 def states_of(zk: str, client_id: str, job: str, instants: list[datetime]) -> dict[str, str]:

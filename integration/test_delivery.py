@@ -40,6 +40,8 @@ def job(name: str, log: Path, delivery: str) -> str:
         'overlap = "allow"\n'
         'catchup = "all"\n'
         'catchup_window = "10m"\n'
+        # every record of the test's span stays (20 by default: a loaded run is longer)
+        "history = 1000\n"
         f'delivery = "{delivery}"\n'
     )
 
