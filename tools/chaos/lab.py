@@ -18,11 +18,15 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
+from tools.chaos.evidence import read_fires
 from tools.daemonproc import DaemonProcess
 from tools.faultproxy import FaultProxy
 from tools.waiting import wait_until
 from tools.zkserver import ZkEnsemble, ZkServer
 from zksched.core.firerecord import FireRecord
+from zksched.core.jobspec import JobSpec
+from zksched.core.members import Member
+from zksched.core.owners import OwnerTable
 from zksched.zk.connection import wait
 from zksched.zk.paths import ClusterPaths
 
@@ -163,6 +167,19 @@ class ChaosCluster:
 
     def wait_registered(self, member: ChaosMember, timeout: float) -> None:
         until(lambda: member.member_id in self.live_member_ids(), timeout, member.member_id)
+
+    def firing_or_idle(self, member: ChaosMember) -> bool:
+        """Whether a command of `member` has written to the fire log, or the owner table of
+        the live members gives it none of the jobs seen firing (its share may be empty)."""
+        fires = read_fires(self.fire_log)
+        if any(f.member_id == member.member_id for f in fires):
+            return True
+        table = OwnerTable([Member(m) for m in self.live_member_ids()])
+        return all(
+            table.job_owner(job, JobSpec(name=job, schedule="* * * * * *", command=("true",)))
+            != member.member_id
+            for job in {f.job for f in fires}
+        )
 
     def wait_members(self, expected: Iterable[ChaosMember], timeout: float) -> None:
         """Until exactly these members are registered."""

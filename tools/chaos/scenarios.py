@@ -248,7 +248,9 @@ def flapping(ctx: ScenarioContext) -> None:
     """An extra member joins and the previous extra one leaves, every second.
 
     Each newcomer is waited for until it has registered (a Python process takes most of a
-    second to start on a busy host), so every step is a real join and a real leave.
+    second to start on a busy host), and for up to 10 s until it has run a job, unless the
+    owner table gives it none (on a loaded host a takeover takes seconds), so every step is
+    a real join and a real leave, of a member that was firing when it won any job.
     """
     started = time.monotonic()
     previous: ChaosMember | None = None
@@ -257,6 +259,9 @@ def flapping(ctx: ScenarioContext) -> None:
         tick = time.monotonic()
         newcomer = ctx.cluster.start_member()
         ctx.cluster.wait_registered(newcomer, 30)
+        deadline = time.monotonic() + 10
+        while not ctx.cluster.firing_or_idle(newcomer) and time.monotonic() < deadline:
+            time.sleep(0.1)
         if previous is not None:
             sent = ctx.cluster.terminate(previous, wait_exit=False)
             ctx.faults.append(FaultEvent(previous.member_id, sent, graceful=True))
