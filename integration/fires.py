@@ -11,6 +11,7 @@ from pathlib import Path
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from integration.hang import hang_guard
 from zksched.core.firekey import fire_key, parse_fire_key
 from zksched.core.firerecord import FireRecord
 from zksched.zk.paths import ClusterPaths
@@ -85,6 +86,7 @@ class FireLog:
         )
 
     def wait_for(self, predicate: object, timeout: float) -> None:
+        timeout = hang_guard(timeout)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if callable(predicate) and predicate():

@@ -16,6 +16,7 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
+from integration.hang import hang_guard
 from tools import daemonproc
 from tools.zkserver import ZkServer, ZooKeeperNotFound, find_classpath
 from zksched.runtime.daemon import Daemon, DaemonConfig
@@ -186,13 +187,14 @@ class DaemonProcess:
 def wait_until(
     predicate: Callable[[], Any], timeout: float, interval: float = 0.05, what: str = "condition"
 ) -> Any:
+    timeout = hang_guard(timeout)
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
         time.sleep(interval)
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from integration.fires import FireLog, every_second
+from integration.hang import hang_guard
 from integration.harness import run_cli, wait_until
 from zksched.core.firekey import fire_key
 
@@ -44,11 +45,11 @@ class App:
     def stop(self, sig: int) -> None:
         self.process.send_signal(sig)
         try:
-            self.process.wait(20)
+            self.process.wait(hang_guard(20))
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
-            raise AssertionError("an app did not stop within 20 s of SIGTERM") from None
+            raise AssertionError(f"an app did not stop within {hang_guard(20):g} s") from None
         finally:
             self.out.close()
 

@@ -115,7 +115,7 @@ def test_readyz_follows_the_session_and_healthz_the_loops(
 def test_a_port_in_use_is_refused_before_joining(daemons: Start, zk: str, client_id: str) -> None:
     _, base = start_with_http(daemons)
     address = base.removeprefix("http://")
-    result = run_cli(zk, client_id, "run", "--http", address, timeout=20)
+    result = run_cli(zk, client_id, "run", "--http", address)
     assert result.returncode == 2
     expected = f"zksched: --http {address}: cannot listen: Address already in use"
     assert result.stderr.strip() == expected

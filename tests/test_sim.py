@@ -27,7 +27,9 @@ def describe(outcomes: list) -> str:  # type: ignore[type-arg]
 
 
 @pytest.mark.soak
-@pytest.mark.timeout(1200)  # it runs at the lowest CPU priority beside the other tests
+# (a hang guard: it runs at the lowest CPU priority beside the other tests, ~9 min on a
+# quiet host, and three times that with another cluster's load beside the suite)
+@pytest.mark.timeout(2400)
 def test_every_guarantee_holds_over_200_seeds_of_ten_minutes() -> None:
     outcomes = run_many(range(200), 10.0, WORKERS)
     assert not [o for o in outcomes if o.violations], describe(outcomes)
