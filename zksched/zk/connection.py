@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError, NotEmptyError
+from kazoo.exceptions import ConnectionLoss, NoNodeError, NotEmptyError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.connection import WATCH_XID
 from kazoo.protocol.serialization import Connect
@@ -199,7 +199,29 @@ def make_client(
         **kwargs,
     )
     _watch_the_server(client, handler, settings.session_timeout)
+    _refuse_past_the_wake_limit(client)
     return client
+
+
+# kazoo wakes its connection thread with one byte per request on a socketpair, which nothing
+# reads while it is not connected: after ~278 requests (Linux) the next request's call
+# blocks its caller, whatever timeout it waits with, until a connection is made. Past this
+# many waiting requests, a request made while not connected fails at once instead.
+MAX_WAITING_REQUESTS = 200
+
+
+def _refuse_past_the_wake_limit(client: KazooClient) -> None:
+    call = client._call
+
+    def call_or_refuse(request: Any, async_object: Any) -> Any:
+        if not client.connected and len(client._queue) >= MAX_WAITING_REQUESTS:
+            async_object.set_exception(
+                ConnectionLoss(f"{MAX_WAITING_REQUESTS} requests wait for a connection already")
+            )
+            return False
+        return call(request, async_object)
+
+    client._call = call_or_refuse
 
 
 def _watch_the_server(client: KazooClient, handler: PollingHandler, asked: float) -> None:

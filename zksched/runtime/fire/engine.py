@@ -242,7 +242,13 @@ class FireEngine:
                 time.sleep(0.05)
         self.commands.terminating = True
         self.io.drain(5.0)
-        self.io.flush_unwritten()
+        unwritten = self.io.flush_unwritten(deadline=time.monotonic() + 5.0)
+        if unwritten:
+            log.warning(
+                "stopping with %d results not written (ZooKeeper did not take them): their "
+                "instants stay claimed and `running`, as a crashed member leaves them",
+                unwritten,
+            )
         self._queue.put(None)
         if self._thread is not None:
             self._thread.join(5.0)
@@ -305,7 +311,9 @@ class FireEngine:
         if now >= self._next_chores:
             self._next_chores = now + CHORES_INTERVAL
             if self.core.session is not None and self.io.has_chores():
-                self.io.flush_unwritten()
+                # off this thread: a write that cannot get through waits its timeout, and
+                # a suspended session may have hundreds of them
+                self._background.submit(self.io.flush_unwritten)
                 self._background.submit(self.io.leases.tidy)
         return True
 
@@ -360,9 +368,7 @@ class FireEngine:
                 case m.Start():
                     self.commands.start(action, now)
                 case m.Terminate(job, instant, why):
-                    run = self.commands.runs.get((job, instant))
-                    if run is not None:
-                        self.commands.terminate(run, why)
+                    self.commands.terminate_fire(job, instant, why)
                 case m.RecordAttempt(job, instant, attempt, status, retry_at):
                     result = self.commands.finals.pop((job, instant), None)
                     earlier = self.attempts.failed(

@@ -13,6 +13,7 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Literal
 
 from zksched.core.allowlist import command_refusal
@@ -101,6 +102,20 @@ class RunActions:
     def _post_event(self, job: str, event: m.JobEvent) -> None:
         self._post(lambda now: self._handle(job, event, now))
 
+    def terminate_fire(self, job: str, instant: datetime, why: str) -> None:
+        """The core's Terminate: a run waiting for a slot never starts either (it goes the
+        way of a run terminated before its start was through: no process, `terminated`)."""
+        run = self.runs.get((job, instant))
+        if run is not None:
+            self.terminate(run, why)
+            return
+        for k, waiting in enumerate(self._waiting_starts):
+            if (waiting.start.job, waiting.start.instant) == (job, instant):
+                del self._waiting_starts[k]
+                waiting.terminate_now = why
+                self._spawn(waiting)  # reported terminated, never started
+                return
+
     def terminate_all(self, why: str) -> None:
         self.terminating = True
         for run in list(self.runs.values()):
@@ -161,6 +176,10 @@ class RunActions:
 
         # queued before the run can end: the core sees its start before its exit
         self._post_event(start.job, m.Started(start.instant))
+        if run.terminate_now is not None:  # terminated while it waited for a slot
+            at = self._clock.now()
+            done(RunResult("terminated", None, at, at, f"not started: {run.terminate_now}"))
+            return
         if spec.kind == "function":
             self._call(run, done)
         else:
@@ -214,6 +233,11 @@ class RunActions:
 
     def _launch(self, run: _Run, request: RunRequest, done: Callable[[RunResult], None]) -> None:
         try:
+            why = run.terminate_now
+            if why is not None:  # terminated while it waited for a starter (session lost)
+                at = self._clock.now()
+                done(RunResult("terminated", None, at, at, f"not started: {why}"))
+                return
             run.command = self._runner.start(request, done, programs=self._lookup())
         finally:
             with self._launch_mutex:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable
 from datetime import datetime
@@ -361,15 +362,22 @@ class ZkActions:
         with self._mutex:
             self._unwritten.append((claimed, record, then))
 
-    def flush_unwritten(self) -> None:
+    def flush_unwritten(self, deadline: float | None = None) -> int:
         """Write again the results and skip records that could not be written (called
-        while connected)."""
+        while connected, and once as the member stops); what `deadline` (monotonic) leaves
+        is kept. How many results are left unwritten."""
         with self._mutex:
             pending, self._unwritten = self._unwritten, []
-        for claimed, record, then in pending:
+        for k, (claimed, record, then) in enumerate(pending):
+            if deadline is not None and time.monotonic() >= deadline:
+                with self._mutex:
+                    self._unwritten[:0] = pending[k:]
+                break
             if self._write_one(claimed, record, then) and then is not None:
                 then()
         self.skips.retry()
+        with self._mutex:
+            return len(self._unwritten)
 
     def record_skip(self, action: m.RecordSkip, session: int) -> None:
         self.skips.record(action, session)
