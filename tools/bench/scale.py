@@ -124,7 +124,7 @@ def bench_scale(ctx: BenchContext) -> Result:
         "burst max ms",
         "lost",
         "doubled",
-        "leave settled s",
+        "leave seen / settled s",
         "join settled s",
         "change lost",
         "change doubled",
@@ -144,7 +144,7 @@ def bench_scale(ctx: BenchContext) -> Result:
             str(r["burst_doubled"]),
             *(
                 [
-                    f"{r['change']['leave_settled_s']:.2f}",
+                    f"{r['change']['leave_seen_s']:.2f} / {r['change']['leave_settled_s']:.2f}",
                     f"{r['change']['join_settled_s']:.2f}",
                     str(r["change"]["change_lost"]),
                     str(r["change"]["change_doubled"]),

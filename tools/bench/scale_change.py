@@ -73,6 +73,13 @@ def change_membership(
     survivors = group[1:]
     wait_for(_settled(survivors, 2, len(jobs)), 300, "the survivors to take the stopped share")
     leave_settled_s = _last_owned(survivors) - stop_sent
+    left = [
+        float(e["ts"])
+        for m in survivors
+        for e in m.events("members")
+        if float(e["ts"]) >= stop_sent and old.member_id not in e["members"]
+    ]
+    leave_seen_s = (min(left) if left else stop_sent) - stop_sent
     progress(f"scale: settled {leave_settled_s:.2f} s after the SIGTERM; starting a member")
     started = time.time()
     new = start_member()
@@ -97,6 +104,7 @@ def change_membership(
         "stop_s": round(stopped_s, 2),  # SIGTERM -> the process exited
         "killed": killed,
         "leave_settled_s": round(leave_settled_s, 2),  # SIGTERM -> the last share taken
+        "leave_seen_s": round(leave_seen_s, 2),  # SIGTERM -> a survivor saw the node go
         "start_to_join_s": round(join_at - started, 2),  # start -> the others see it
         "join_settled_s": round(join_settled_s, 2),  # seen -> every member's share settled
         "change_lost": counted["lost"],

@@ -131,7 +131,10 @@ class MemberFireCore:
     def stop(self, now: float) -> list[m.Action]:
         """A graceful stop: own nothing from now on (leases go back as runs end)."""
         self._stopping = True
+        # only what is in hand has anything to give up (a job neither run nor dormant here
+        # aligns to nothing): a pass over the member's share, not over the whole table
         self._realign(None)
+        self._sweep = [n for n in self._sweep if n in self.jobs or n in self._dormant]
         return self.align(now, None)
 
     def align(self, now: float, limit: int | None) -> list[m.Action]:
