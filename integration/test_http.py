@@ -141,7 +141,8 @@ def test_probes_answer_while_the_daemon_is_frozen_and_go_with_it(daemons: Start)
         wait_until(lambda: get(base + "/healthz")[0] == 503, stale_after + 5, what="stale verdict")
         status, body = get(base + "/healthz")
         assert status == 503 and "no word from the daemon" in body
-        assert time.monotonic() - started >= stale_after - 1
+        # stale after `stale_after`, not much later (the wait above is a hang guard)
+        assert stale_after - 1 <= time.monotonic() - started < stale_after + 5
     finally:
         daemon.signal(signal.SIGCONT)
     wait_until(lambda: get(base + "/healthz")[0] == 200, 10, what="healthy again")

@@ -154,7 +154,7 @@ def test_a_skip_record_that_fails_while_disconnected_is_recorded_once_connected(
     actions.record_skip(skip, session=7)
     assert actions.has_chores()  # kept, not given up
     stores.claims.down, stores.up = False, True
-    actions.flush_unwritten()  # the engine's chores, once connected
+    actions.unwritten.flush()  # the engine's chores, once connected
     assert stores.claims.records["a@2026-03-01T00:00:09Z"].state == "skipped"
     assert not actions.has_chores()
 
@@ -170,6 +170,6 @@ def test_an_at_least_once_result_written_after_a_lost_connection_is_reported_the
     actions.write_result(m.WriteResult("a", at(1), "ok"))
     assert not [e for _, e in posted if isinstance(e, m.ResultWritten)]  # not written yet
     stores.claims.down = False
-    actions.flush_unwritten()
+    actions.unwritten.flush()
     assert stores.claims.records["a@2026-03-01T00:00:01Z"].state == "ok"
     assert [e for _, e in posted if isinstance(e, m.ResultWritten)] == [m.ResultWritten(at(1))]

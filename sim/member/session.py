@@ -85,7 +85,7 @@ class MemberSession(MemberBase):
         if not engine.io.idle() and t < give_up + STOP_RUNS_WAIT + STOP_DRAIN_WAIT:
             self.world.after(0.05, self._stop_step, give_up, True)
             return
-        engine.io.flush_unwritten()
+        engine.io.unwritten.flush()
         if self.session is not None:
             session = self.session
             self.world.request(self, session, lambda zk: self._close(zk, session), lambda r: None)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import select
 import socket
 import time
 import warnings
@@ -203,22 +204,23 @@ def make_client(
     return client
 
 
-# kazoo wakes its connection thread with one byte per request on a socketpair, which nothing
-# reads while it is not connected: after ~278 requests (Linux) the next request's call
-# blocks its caller, whatever timeout it waits with, until a connection is made. Past this
-# many waiting requests, a request made while not connected fails at once instead.
-MAX_WAITING_REQUESTS = 200
-
-
 def _refuse_past_the_wake_limit(client: KazooClient) -> None:
+    """kazoo wakes its connection thread with one byte per request on a socketpair, which
+    nothing reads while it is not connected (nor the bytes of requests a dropped connection
+    failed): after ~278 of them (Linux) the next call blocks its caller, whatever timeout it
+    waits with, until a connection is made. While not connected, a request fails at once
+    (ConnectionLoss) when that socket no longer takes a byte without waiting (a Unix socket
+    stops being writable with three quarters of its room left: kazoo's own close fits)."""
     call = client._call
 
     def call_or_refuse(request: Any, async_object: Any) -> Any:
-        if not client.connected and len(client._queue) >= MAX_WAITING_REQUESTS:
-            async_object.set_exception(
-                ConnectionLoss(f"{MAX_WAITING_REQUESTS} requests wait for a connection already")
-            )
-            return False
+        if not client.connected:
+            wake = client._connection._write_sock
+            if wake is not None and not select.select([], [wake], [], 0)[1]:
+                async_object.set_exception(
+                    ConnectionLoss("too many requests wait for a connection already")
+                )
+                return False
         return call(request, async_object)
 
     client._call = call_or_refuse

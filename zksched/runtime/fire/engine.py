@@ -242,13 +242,9 @@ class FireEngine:
                 time.sleep(0.05)
         self.commands.terminating = True
         self.io.drain(5.0)
-        unwritten = self.io.flush_unwritten(deadline=time.monotonic() + 5.0)
-        if unwritten:
-            log.warning(
-                "stopping with %d results not written (ZooKeeper did not take them): their "
-                "instants stay claimed and `running`, as a crashed member leaves them",
-                unwritten,
-            )
+        unwritten = self.io.unwritten.flush(deadline=time.monotonic() + 5.0)
+        if unwritten:  # as a crashed member leaves them
+            log.warning("stopping with %d results not written: they stay `running`", unwritten)
         self._queue.put(None)
         if self._thread is not None:
             self._thread.join(5.0)
@@ -311,9 +307,8 @@ class FireEngine:
         if now >= self._next_chores:
             self._next_chores = now + CHORES_INTERVAL
             if self.core.session is not None and self.io.has_chores():
-                # off this thread: a write that cannot get through waits its timeout, and
-                # a suspended session may have hundreds of them
-                self._background.submit(self.io.flush_unwritten)
+                # off this thread: each write that cannot get through waits its timeout
+                self._background.submit(self.io.unwritten.flush)
                 self._background.submit(self.io.leases.tidy)
         return True
 

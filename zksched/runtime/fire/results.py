@@ -6,7 +6,8 @@ a wake-up of the run's thread waiting for it. The writer thread takes whatever r
 queued when it wakes and writes them in one transaction (none is held back to wait for
 company: a lone result goes at once). A transaction that does not apply (a record deleted
 meanwhile, e.g. by `jobs delete`) is redone one result at a time; a write that fails on the
-connection is handed to the fire path's retry list.
+connection is kept (`UnwrittenResults`) and written again by a flush: the engine's chores
+while connected, and once as the member stops.
 
 Starts come first: while fires due together are being claimed and started, and for a
 moment after (`hold()` says so), results wait, none longer than `MAX_HOLD` seconds after it
@@ -24,11 +25,13 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from zksched.core.firerecord import FireRecord
 from zksched.runtime.clock import Clock
+from zksched.runtime.fire.redelivery import RedeliveryIO
 from zksched.runtime.fire.stores import FireStore
 from zksched.runtime.fire.tuning import HOLD_STEP, MAX_HOLD, RESULT_BATCH
 from zksched.runtime.host import Step, ThreadHost
@@ -140,3 +143,79 @@ class ResultWriter:
                 pending.then()
             except Exception:
                 log.exception("reporting %s failed", pending.record.fire_key)
+
+
+Then = Callable[[], None] | None
+
+
+class UnwrittenResults:
+    def __init__(
+        self,
+        claims: FireStore,
+        redelivery: RedeliveryIO,
+        at_least_once: Callable[[str], bool],
+        retry_skips: Callable[[], None],
+    ) -> None:
+        self._claims = claims
+        self._redelivery = redelivery
+        self._at_least_once = at_least_once
+        self._retry_skips = retry_skips
+        self._mutex = threading.Lock()
+        self._flushing = threading.Lock()  # one flush at a time
+        self._kept: list[tuple[Claimed, FireRecord, Then]] = []
+
+    def write(self, claimed: Claimed, record: FireRecord, then: Then = None) -> bool:
+        """Write one result; False: kept (with `then`) and written again by a flush."""
+        try:
+            if self._at_least_once(record.job):
+                self._redelivery.complete(claimed, record)  # with its live marker's delete
+            elif not self._claims.complete(claimed, record):
+                log.warning(
+                    "the record of %s is gone (its job deleted?); its result (%s) is not written",
+                    record.fire_key,
+                    record.state,
+                    extra={"job": record.job, "event": "result-dropped"},
+                )
+        except Exception as exc:
+            log.warning(
+                "could not record the result of %s (%s); will retry",
+                record.fire_key,
+                type(exc).__name__,
+            )
+            self.keep(claimed, record, then)
+            return False
+        return True
+
+    def keep(self, claimed: Claimed, record: FireRecord, then: Then = None) -> None:
+        with self._mutex:
+            self._kept.append((claimed, record, then))
+
+    def flush(self, deadline: float | None = None) -> int:
+        """Write the kept results again, then the kept skip records. One flush at a time:
+        another returns at once (or waits for it until `deadline`, monotonic, which also
+        ends the writing: the rest stays kept, first in line). How many are left."""
+        wait = 0.0 if deadline is None else max(0.0, deadline - time.monotonic())
+        if not self._flushing.acquire(timeout=wait):
+            return self.count()
+        try:
+            with self._mutex:
+                pending, self._kept = self._kept, []
+            done = 0
+            try:
+                for claimed, record, then in pending:
+                    if deadline is not None and time.monotonic() >= deadline:
+                        break
+                    done += 1
+                    if self.write(claimed, record, then) and then is not None:
+                        then()
+            finally:  # what was not tried goes back
+                with self._mutex:
+                    self._kept[:0] = pending[done:]
+            self._retry_skips()
+        finally:
+            self._flushing.release()
+        return self.count()
+
+    def count(self) -> int:
+        with self._mutex:
+            return len(self._kept)

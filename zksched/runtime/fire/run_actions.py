@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -89,7 +90,8 @@ class RunActions:
         self._starters = host.starters("zksched-start", STARTERS)
         self.runs: dict[FireId, _Run] = {}
         self.finals: dict[FireId, RunResult] = {}  # results, until the core asks to write them
-        self._waiting_starts: list[_Run] = []  # over --concurrency: started as slots free up
+        # over --concurrency: started as slots free up, in order (removed by key at a terminate)
+        self._waiting_starts: OrderedDict[FireId, _Run] = OrderedDict()
         self._launch_mutex = threading.Lock()
         self._launching = 0  # starts handed to the starter threads and not through yet
         self._last_launch = 0.0  # monotonic
@@ -109,12 +111,10 @@ class RunActions:
         if run is not None:
             self.terminate(run, why)
             return
-        for k, waiting in enumerate(self._waiting_starts):
-            if (waiting.start.job, waiting.start.instant) == (job, instant):
-                del self._waiting_starts[k]
-                waiting.terminate_now = why
-                self._spawn(waiting)  # reported terminated, never started
-                return
+        waiting = self._waiting_starts.pop((job, instant), None)
+        if waiting is not None:
+            waiting.terminate_now = why
+            self._spawn(waiting)  # reported terminated, never started
 
     def terminate_all(self, why: str) -> None:
         self.terminating = True
@@ -143,7 +143,7 @@ class RunActions:
             self._post_event(start.job, m.StartFailed(start.instant, why))
             return
         if len(self.runs) >= self._settings.concurrency:
-            self._waiting_starts.append(run)
+            self._waiting_starts[(start.job, start.instant)] = run
             return
         self._spawn(run)
 
@@ -177,9 +177,7 @@ class RunActions:
         # queued before the run can end: the core sees its start before its exit
         self._post_event(start.job, m.Started(start.instant))
         if run.terminate_now is not None:  # terminated while it waited for a slot
-            at = self._clock.now()
-            done(RunResult("terminated", None, at, at, f"not started: {run.terminate_now}"))
-            return
+            return self._not_started(run.terminate_now, done)
         if spec.kind == "function":
             self._call(run, done)
         else:
@@ -233,11 +231,8 @@ class RunActions:
 
     def _launch(self, run: _Run, request: RunRequest, done: Callable[[RunResult], None]) -> None:
         try:
-            why = run.terminate_now
-            if why is not None:  # terminated while it waited for a starter (session lost)
-                at = self._clock.now()
-                done(RunResult("terminated", None, at, at, f"not started: {why}"))
-                return
+            if (why := run.terminate_now) is not None:  # terminated while it waited a starter
+                return self._not_started(why, done)
             run.command = self._runner.start(request, done, programs=self._lookup())
         finally:
             with self._launch_mutex:
@@ -245,6 +240,10 @@ class RunActions:
                 self._last_launch = self._clock.monotonic()
         if run.terminate_now is not None:  # terminated before its start was through
             run.command.terminate(run.terminate_now)
+
+    def _not_started(self, why: str, done: Callable[[RunResult], None]) -> None:
+        at = self._clock.now()
+        done(RunResult("terminated", None, at, at, f"not started: {why}"))
 
     def _lookup(self) -> ProgramLookup:
         """The lookup of argv[0] for the starts of this moment (many commands due together
@@ -260,7 +259,7 @@ class RunActions:
         self.runs.pop(key, None)
         self.finals[key] = result
         while self._waiting_starts and len(self.runs) < self._settings.concurrency:
-            self._spawn(self._waiting_starts.pop(0))  # the freed slot first
+            self._spawn(self._waiting_starts.popitem(last=False)[1])  # the freed slot first
         return self._handle(run.start.job, m.Exited(run.start.instant, result.status), now)
 
     def terminate(self, run: _Run, why: str) -> None:

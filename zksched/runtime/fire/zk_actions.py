@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterable
 from datetime import datetime
@@ -35,7 +34,7 @@ from zksched.runtime.fire.history import HistoryReads
 from zksched.runtime.fire.leases import LeaseIO
 from zksched.runtime.fire.pruning import HistoryPruner
 from zksched.runtime.fire.redelivery import RedeliveryIO
-from zksched.runtime.fire.results import ResultWriter
+from zksched.runtime.fire.results import ResultWriter, UnwrittenResults
 from zksched.runtime.fire.skip_records import SkipRecords
 from zksched.runtime.fire.stores import FireStores
 from zksched.runtime.fire.tuning import CLAIM_BATCH, IO_THREADS, LOCK_THREADS
@@ -72,17 +71,18 @@ class ZkActions:
         self._mutex = threading.Lock()
         self._records: dict[FireId, FireRecord] = {}  # our claim attempts in flight
         self._claimed: dict[FireId, Claimed] = {}  # our claims, until their result is written
-        # results to write again, each with what to do once written (None: done already)
-        self._unwritten: list[tuple[Claimed, FireRecord, Callable[[], None] | None]] = []
         lockers = host.pool("zksched-lock", LOCK_THREADS)
         self.leases = LeaseIO(stores.leases, lockers, post, self.history.holder_runs)
         self.skips = SkipRecords(
             stores.connected, self.claims, self.pruner, member_id, clock, self._submit
         )
+        self.unwritten = UnwrittenResults(
+            self.claims, self.redelivery, self._at_least_once, self.skips.retry
+        )
         self._results = ResultWriter(
             self.claims,
-            self._write_one,
-            self._keep_unwritten,
+            self.unwritten.write,
+            self.unwritten.keep,
             hold=hold_results,
             clock=clock,
             worker=host.worker,
@@ -329,55 +329,8 @@ class ZkActions:
         self, claimed: Claimed, record: FireRecord, written: Callable[[], None]
     ) -> None:
         # the job's lease goes back once its result is written: reported then, whenever
-        if self._write_one(claimed, record, then=written):
+        if self.unwritten.write(claimed, record, then=written):
             written()
-
-    def _write_one(
-        self, claimed: Claimed, record: FireRecord, then: Callable[[], None] | None = None
-    ) -> bool:
-        """Write one result; False: kept (with `then`) and written again once connected."""
-        try:
-            if self._at_least_once(record.job):
-                self.redelivery.complete(claimed, record)  # with its live marker's delete
-            elif not self.claims.complete(claimed, record):
-                log.warning(
-                    "the record of %s is gone (its job deleted?); its result (%s) is not written",
-                    record.fire_key,
-                    record.state,
-                    extra={"job": record.job, "event": "result-dropped"},
-                )
-        except Exception as exc:
-            log.warning(
-                "could not record the result of %s (%s); will retry",
-                record.fire_key,
-                type(exc).__name__,
-            )
-            self._keep_unwritten(claimed, record, then)
-            return False
-        return True
-
-    def _keep_unwritten(
-        self, claimed: Claimed, record: FireRecord, then: Callable[[], None] | None = None
-    ) -> None:
-        with self._mutex:
-            self._unwritten.append((claimed, record, then))
-
-    def flush_unwritten(self, deadline: float | None = None) -> int:
-        """Write again the results and skip records that could not be written (called
-        while connected, and once as the member stops); what `deadline` (monotonic) leaves
-        is kept. How many results are left unwritten."""
-        with self._mutex:
-            pending, self._unwritten = self._unwritten, []
-        for k, (claimed, record, then) in enumerate(pending):
-            if deadline is not None and time.monotonic() >= deadline:
-                with self._mutex:
-                    self._unwritten[:0] = pending[k:]
-                break
-            if self._write_one(claimed, record, then) and then is not None:
-                then()
-        self.skips.retry()
-        with self._mutex:
-            return len(self._unwritten)
 
     def record_skip(self, action: m.RecordSkip, session: int) -> None:
         self.skips.record(action, session)
@@ -408,9 +361,7 @@ class ZkActions:
         self._submit(self.history.read_ranges, job, tuple(instants))
 
     def has_chores(self) -> bool:
-        with self._mutex:
-            unwritten = bool(self._unwritten)
-        return unwritten or self.skips.kept() or self.leases.has_chores()
+        return bool(self.unwritten.count()) or self.skips.kept() or self.leases.has_chores()
 
     # -- life ---------------------------------------------------------------------------------
 
