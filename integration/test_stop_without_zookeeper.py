@@ -18,7 +18,7 @@ from pathlib import Path
 from integration.harness import DaemonProcess, run_cli, wait_until
 from tools.zkserver import ZkServer
 
-JOBS = 300
+JOBS = 150
 LAUNCH_UNDER_WAY = 0.5  # s: a start the starters had begun when the loss was seen
 
 
