@@ -11,12 +11,17 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+from kazoo.exceptions import ConnectionLoss
 
 from integration.harness import DaemonProcess, run_cli, wait_until
 from tools.zkserver import ZkServer
+from zksched.zk.connection import ZkSettings, close_quietly, make_client
 
 JOBS = 150
 LAUNCH_UNDER_WAY = 0.5  # s: a start the starters had begun when the loss was seen
@@ -57,3 +62,29 @@ def test_a_busy_daemon_stops_while_zookeeper_is_down(
         if e["started_ts"] > float(lost["ts"]) + LAUNCH_UNDER_WAY and e["status"] != "terminated"
     ]
     assert not late, f"{len(late)} commands started after the session was lost: {late[:5]}"
+
+
+def test_requests_made_while_zookeeper_is_gone_never_block_their_caller(
+    zk_server: ZkServer,
+) -> None:
+    """Hundreds of requests while not connected: each call returns at once (the later ones
+    fail with ConnectionLoss) instead of blocking on kazoo's wake socket."""
+    zk_server.start()
+    zk_server.wait_serving(30)
+    client = make_client(ZkSettings(hosts=zk_server.connect_string, session_timeout=4.0))
+    client.start(timeout=30)
+    try:
+        zk_server.stop(kill=True)
+        wait_until(lambda: not client.connected, 30, what="the connection lost")
+        results: list[Any] = []
+        caller = threading.Thread(
+            target=lambda: results.extend(client.exists_async("/x") for _ in range(1000)),
+            daemon=True,
+        )
+        caller.start()
+        caller.join(10)
+        assert not caller.is_alive(), f"a call blocked after {len(results)} requests"
+        refused = [r for r in results if r.ready() and isinstance(r.exception, ConnectionLoss)]
+        assert refused, "no request was refused"
+    finally:
+        close_quietly(client)
