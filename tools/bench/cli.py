@@ -61,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _interrupted(signum: int, _frame: FrameType | None) -> None:
+    # once: a second SIGTERM (a loop killed with pkill, say) must not cut the stopping of the
+    # clusters short, which would leave members running
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise KeyboardInterrupt(f"signal {signum}")
 
 

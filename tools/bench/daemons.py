@@ -109,10 +109,10 @@ class BenchMember(DaemonProcess):
 
 @contextlib.contextmanager
 def members(zk: str, client_id: str, workdir: Path, count: int) -> Iterator[list[BenchMember]]:
-    started = [
-        BenchMember(zk, client_id, workdir / f"member-{i}.log").start() for i in range(count)
-    ]
-    try:
+    started: list[BenchMember] = []
+    try:  # each one stopped on the way out, even if the start of a later one is interrupted
+        for i in range(count):
+            started.append(BenchMember(zk, client_id, workdir / f"member-{i}.log").start())
         wait_for(lambda: all(m.members_seen() == count for m in started), 60, "members to join")
         yield started
     finally:
