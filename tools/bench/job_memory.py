@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any, cast
 
-from tools.bench.registry import BenchContext, Result, at_least, benchmark
+from tools.bench.registry import BenchContext, Result, at_least, benchmark, job_counts
 from tools.bench.report import markdown_table, progress
 from tools.bench.scale import quiet_daily_jobs
 from zksched.core.fire import model as m
@@ -63,7 +63,7 @@ ME = "member-1"
 
 
 def _job_memory_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--jobs", type=at_least(1), nargs="+", metavar="N", help="(100000 200000)")
+    job_counts(parser, "100000 200000")
 
 
 class _Done:

@@ -17,7 +17,7 @@ import time
 from typing import Any, cast
 
 from tools.bench.job_memory import _StoredTable, answered_engine, stored_table
-from tools.bench.registry import BenchContext, Result, at_least, benchmark
+from tools.bench.registry import BenchContext, Result, benchmark, job_counts
 from tools.bench.report import markdown_table, progress
 from zksched.core.members import Member
 from zksched.core.owners import OwnerTable
@@ -81,13 +81,7 @@ def measure(count: int) -> Result:
 
 
 def _join_cost_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--jobs",
-        type=at_least(1),
-        nargs="+",
-        metavar="N",
-        help="job counts (default 100000 200000)",
-    )
+    job_counts(parser, "100000 200000")
 
 
 @benchmark(

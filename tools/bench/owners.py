@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
-from tools.bench.registry import BenchContext, Result, at_least, benchmark
+from tools.bench.registry import BenchContext, Result, at_least, benchmark, job_counts
 from tools.bench.report import markdown_table, progress
 from zksched.core.members import Member
 from zksched.core.names import is_valid_name
@@ -139,9 +139,7 @@ def _ring(jobs: Sequence[str], member_ids: Sequence[str]) -> Mapping[str, str | 
 
 
 def _owners_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--jobs", type=at_least(1), nargs="+", metavar="N", help="job counts (default 10000 100000)"
-    )
+    job_counts(parser, "10000 100000")
     # At least 2 members: the leave measurement needs someone left to take the jobs over.
     parser.add_argument(
         "--members",

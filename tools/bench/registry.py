@@ -50,6 +50,13 @@ def benchmark(
     return register
 
 
+def job_counts(parser: argparse.ArgumentParser, default: str) -> None:
+    """`--jobs N [N ...]`: the job counts a benchmark measures (`default` says its own)."""
+    parser.add_argument(
+        "--jobs", type=at_least(1), nargs="+", metavar="N", help=f"job counts (default {default})"
+    )
+
+
 def at_least(minimum: int) -> Callable[[str], int]:
     """An argparse type: an integer >= minimum, refused with a usage error otherwise."""
 

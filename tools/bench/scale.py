@@ -22,14 +22,14 @@ from tools.bench.daemons import (
     own_zookeeper,
     wait_for,
 )
-from tools.bench.registry import BenchContext, Result, at_least, benchmark
+from tools.bench.registry import BenchContext, Result, at_least, benchmark, job_counts
 from tools.bench.report import markdown_table, progress
 from tools.bench.scale_change import change_membership, probe_jobs
 from zksched.runtime.daemon import DaemonConfig
 
 
 def _scale_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--jobs", type=at_least(1), nargs="+", metavar="N", help="(10000 100000)")
+    job_counts(parser, "10000 100000")
     parser.add_argument("--burst", type=at_least(1), metavar="N", help="jobs due at once (2000)")
     parser.add_argument("--idle-seconds", type=at_least(1), metavar="S", help="(20)")
     parser.add_argument(
