@@ -1,6 +1,7 @@
 """A table derived from the last one (`OwnerTable.with_members`) is the table built from
 scratch, byte for byte, after any joins, leaves and changed member records; and its `moved`
-names exactly the jobs whose owner changed."""
+names exactly the jobs whose owner changed (derived for one member, `focus`: at least those
+it gained or lost, and no job that stayed where it was)."""
 
 from __future__ import annotations
 
@@ -150,6 +151,17 @@ def derive_and_compare(start: list[Member], asked: list[Lookup], steps: list[Cha
         elif derived.moved is not None:
             assert derived.derived_from == table.generation
             assert derived.moved == {q.job for q in asked if after[q] != before[q]}
+            for member in {m.member_id for m in [*table.members, *current]}:
+                # what one member reacts to: at least every job it gained or lost, and
+                # only jobs that moved at all
+                focused = table.with_members(current, focus=member)
+                concerned = {
+                    q.job
+                    for q in asked
+                    if after[q] != before[q] and member in (after[q], before[q])
+                }
+                assert concerned <= (focused.moved or frozenset()) <= derived.moved
+                assert {q: q.ask(focused) for q in asked} == after
         table, before = derived, after
 
 
@@ -172,6 +184,11 @@ def test_a_leave_moves_only_the_leavers_jobs() -> None:
     new = old.with_members([m for m in old.members if m.member_id != leaver])
     assert new.moved == {job for job, owner in owners.items() if owner == leaver}
     assert all(new.owner(job) != leaver for job in jobs)
+    # what one survivor reacts to: the leaver's jobs it takes, not those another one takes
+    taker = IDS[0]
+    mine = old.with_members(new.members, focus=taker)
+    assert mine.moved == {job for job in new.moved if new.owner(job) == taker}
+    assert 0 < len(mine.moved) < len(new.moved)
 
 
 def test_the_same_members_give_the_same_table() -> None:

@@ -96,6 +96,13 @@ class FireTable(Mapping[str, tuple[JobSpec, float]]):
             raise KeyError(name)
         return entry.spec, self.changed(entry.updated_at)
 
+    def get(self, name: str, default: Any = None) -> Any:
+        # Mapping.get goes through a raised KeyError: the fire core asks once a job aligned
+        entry = self.specs._entries.get(name)
+        if entry is None or entry.spec is None:
+            return default
+        return entry.spec, self.changed(entry.updated_at)
+
     def __iter__(self) -> Iterator[str]:
         return iter(self.specs)
 

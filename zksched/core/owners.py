@@ -65,7 +65,8 @@ def _names(names: Iterable[str]) -> frozenset[str]:
 
 def weight(job: str, member_id: str) -> int:
     """The rendezvous weight of `member_id` for `job` (see the module docstring)."""
-    return int(mmh3.hash128(f"{job}\x00{member_id}".encode(), seed=0, x64arch=True, signed=False))
+    # keywords, not positions: mmh3 5 reads a positional `signed=False` as signed
+    return mmh3.hash128(f"{job}\x00{member_id}".encode(), seed=0, x64arch=True, signed=False)
 
 
 def _weighs_alike(member: Member, other: Member | None) -> bool:
@@ -87,6 +88,37 @@ def _eligible(member: Member, key: _MemoKey) -> bool:
     if not labels and program is None and function is None:
         return True
     return member.eligible_for(dict(labels), program, env, function)
+
+
+def _won_by(
+    member: Member,
+    memo: dict[_MemoKey, _Best],
+    before: Mapping[_MemoKey, _Best],
+    focus: str | None,
+) -> list[str]:
+    """Give `member` (joining) each job whose weight for it beats the job's entry in `memo`
+    (updated in place; `before`: the entries of the table derived from, the same keys); the
+    names of the jobs whose owner is no longer `before`'s and that concern `focus` (None:
+    all of them)."""
+    moved: list[str] = []
+    mid = member.member_id
+    suffix, hash128 = f"\x00{mid}", mmh3.hash128  # `weight`, inlined: a million a join
+    for key in before:
+        if isinstance(key, str):
+            job = key
+        elif _eligible(member, key):
+            job = key[0]
+        else:
+            continue
+        w = hash128((job + suffix).encode(), seed=0, x64arch=True, signed=False)
+        owner, top = memo[key]
+        # an exact tie goes to the larger id, as in `_weigh`
+        if w > top or (w == top and owner is not None and mid > owner):
+            memo[key] = (mid, w)
+            was = before[key][0]
+            if was != mid and (focus is None or focus in (mid, was)):
+                moved.append(job)
+    return moved
 
 
 class OwnerTable:
@@ -133,9 +165,12 @@ class OwnerTable:
     def __hash__(self) -> int:
         return hash(self._members)
 
-    def with_members(self, members: Iterable[Member]) -> OwnerTable:
+    def with_members(self, members: Iterable[Member], focus: str | None = None) -> OwnerTable:
         """The table for `members`, derived from this one: only what the change can move
-        is weighed (see the module docstring). The same members: this very table."""
+        is weighed (see the module docstring). The same members: this very table.
+
+        `focus`: a member id; `moved` then holds only the jobs it gained or lost (what that
+        member reacts to), not those that went from one other member to another."""
         table = OwnerTable(members)
         if table == self:
             return self
@@ -143,30 +178,21 @@ class OwnerTable:
             return table  # the memo's keys mean something else now: weigh afresh, lazily
         left = {i for i, m in self._by_id.items() if not _weighs_alike(m, table._by_id.get(i))}
         joined = [m for m in table._members if not _weighs_alike(m, self._by_id.get(m.member_id))]
-        moved: set[str] = set()
-        memo = table._memo
-        if not left and not joined:  # only nodes renewed: every entry holds
-            memo.update(self._memo)
-            table.derived_from, table.moved = self.generation, frozenset()
-            return table
-        for key, entry in self._memo.items():
-            best = entry[0]
-            if best in left:
-                entry = table._weigh(key)
-            elif joined:
-                job = key if isinstance(key, str) else key[0]
-                for member in joined:
-                    if not _eligible(member, key):
-                        continue
-                    w = weight(job, member.member_id)
-                    owner, top = entry
-                    # an exact tie goes to the larger id, as in `_weigh`
-                    if w > top or (w == top and owner is not None and member.member_id > owner):
-                        entry = (member.member_id, w)
-            memo[key] = entry  # unchanged, the very tuple: no million new ones a change
-            if entry[0] != best:
-                moved.add(key if isinstance(key, str) else key[0])
         table.derived_from = self.generation
+        # unchanged entries are the very tuples of this table: no million new ones a change
+        table._memo = memo = dict(self._memo)
+        if not left and not joined:  # only nodes renewed: every entry holds
+            table.moved = frozenset()
+            return table
+        moved: list[str] = []
+        stale = [k for k, e in self._memo.items() if e[0] in left] if left else ()
+        for key in stale:  # the leavers' jobs: weighed again over everyone
+            entry, was = table._weigh(key), self._memo[key][0]
+            memo[key] = entry
+            if entry[0] != was and (focus is None or focus in (entry[0], was)):
+                moved.append(key if isinstance(key, str) else key[0])
+        for member in joined:  # one weight per job the newcomer may own
+            moved += _won_by(member, memo, self._memo, focus)
         table.moved = frozenset(moved)
         return table
 
@@ -175,6 +201,10 @@ class OwnerTable:
         env; a function job's spec hash)."""
         if spec.kind == "function":
             return self.owner(name, spec.labels, function=(name, spec.definition_hash))
+        if not (spec.labels or self._any_allow_list or self._any_app):
+            found = self._memo.get(name)  # `owner`'s key for such a job: its name
+            if found is not None:
+                return found[0]
         return self.owner(name, spec.labels, spec.command[0], spec.env.keys())
 
     def owner(
@@ -218,12 +248,13 @@ class OwnerTable:
         else:
             job = key[0]
             candidates = [m for m in self._members if _eligible(m, key)]
-        best = _NONE
+        best, hash128 = _NONE, mmh3.hash128  # `weight`, inlined: every job of a leaver
         for member in candidates:
-            w = weight(job, member.member_id)
+            mid = member.member_id
+            w = hash128(f"{job}\x00{mid}".encode(), seed=0, x64arch=True, signed=False)
             # Members are sorted by id, so `>=` lets the larger id win an exact tie.
             if w >= best[1]:
-                best = (member.member_id, w)
+                best = (mid, w)
         return best
 
     def weighed_for(self, member_id: str) -> frozenset[str]:

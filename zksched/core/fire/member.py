@@ -189,7 +189,11 @@ class MemberFireCore:
         return any(machine.fires for machine in self.jobs.values())
 
     def owned(self) -> list[str]:
-        return sorted([n for n, mc in self.jobs.items() if mc.owned] + list(self._dormant))
+        return sorted(self.owned_set())
+
+    def owned_set(self) -> frozenset[str]:
+        """The jobs this member owns (with a machine, or dormant)."""
+        return frozenset([n for n, mc in self.jobs.items() if mc.owned] + list(self._dormant))
 
     @property
     def dormant(self) -> int:

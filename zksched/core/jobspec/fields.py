@@ -127,17 +127,49 @@ def _check_command(value: object) -> tuple[str, ...]:
         raise _Bad("the command must not be empty")
     if len(value) > MAX_ARGS:
         raise _Bad(f"the command has {len(value)} arguments; the limit is {MAX_ARGS}")
+    seen = _checked_argv(tuple(value))
+    if seen is not None:
+        return seen
     argv = tuple(_string(arg, f"argument {i}", MAX_ARG_CHARS) for i, arg in enumerate(value))
     if argv[0] == "":
         raise _Bad("the command's program (its first element) must not be empty")
-    return _shared_argv(argv)
+    if len(_ARGVS) >= _KEPT:
+        _ARGVS.clear()
+    _ARGVS[argv] = argv
+    return argv
 
 
 # One object for equal values among the many jobs a daemon holds (a million jobs that run
-# the same script, or keep the default durations); bounded caches, so never a leak.
-@lru_cache(maxsize=4096)
-def _shared_argv(argv: tuple[str, ...]) -> tuple[str, ...]:
-    return argv
+# the same script, or keep the default durations), each checked once; bounded (emptied
+# when full), so never a leak. Only values that passed their check are kept.
+_KEPT = 4096
+_ARGVS: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+
+def _checked_argv(argv: tuple[object, ...]) -> tuple[str, ...] | None:
+    """The kept argv equal to `argv` (a tuple of strings equals only one of strings)."""
+    try:
+        return _ARGVS.get(argv)  # type: ignore[arg-type]
+    except TypeError:  # an unhashable element: the check says what it is
+        return None
+
+
+def _remembered(check: Callable[[object], Any]) -> Callable[[object], Any]:
+    """`check`, run once per distinct string value (what most keys hold)."""
+    kept: dict[str, Any] = {}
+
+    def checked(value: object) -> Any:
+        if type(value) is not str:  # not a subclass either: equal is then the same value
+            return check(value)
+        found = kept.get(value, kept)
+        if found is kept:
+            found = check(value)  # a bad value raises: never kept
+            if len(kept) >= _KEPT:
+                kept.clear()
+            kept[value] = found
+        return found
+
+    return checked
 
 
 @lru_cache(maxsize=1024)
@@ -235,6 +267,8 @@ def _entries(
     value: object, what: str, limit: int, check: Callable[[object, object], str]
 ) -> FrozenMap:
     """Check every entry of a labels/env table, reporting all bad entries at once."""
+    if type(value) is dict and not value:
+        return EMPTY_MAP  # what most jobs have
     good: dict[str, str] = {}
     bad: list[str] = []
     for key, item in _table(value, what, limit).items():
@@ -308,22 +342,22 @@ def _check_workdir(value: object) -> str | None:
 
 
 _CHECKS: dict[str, Callable[[object], Any]] = {
-    "schedule": _check_schedule,
+    "schedule": _remembered(_check_schedule),
     "command": _check_command,
-    "timezone": _check_timezone,
-    "timeout": _check_timeout,
-    "jitter": _check_jitter,
+    "timezone": _remembered(_check_timezone),
+    "timeout": _remembered(_check_timeout),
+    "jitter": _remembered(_check_jitter),
     "overlap": _check_overlap,
     "catchup": _check_catchup,
-    "catchup_window": _check_catchup_window,
+    "catchup_window": _remembered(_check_catchup_window),
     "retries": _check_retries,
-    "retry_backoff": _check_retry_backoff,
+    "retry_backoff": _remembered(_check_retry_backoff),
     "delivery": _check_delivery,
     "labels": _check_labels,
     "env": _check_env,
     "history": _check_history,
     "paused": _check_paused,
-    "workdir": _check_workdir,
+    "workdir": _remembered(_check_workdir),
     "kind": _check_kind,
 }
 
@@ -343,12 +377,17 @@ def _check_job_table(
     line_of: _LineOf,
     where: tuple[str, ...] = (),
     prefix: str = "",
+    passed_over: tuple[str, ...] = (),
 ) -> dict[str, object] | None:
-    """Check each key of a job (or [defaults]) table; the good values, or None if any is bad."""
+    """Check each key of a job (or [defaults]) table, but those `passed_over` (checked by
+    the caller); the good values, or None if any is bad."""
     values: dict[str, object] = {}
     bad = False
     for key, value in raw.items():
-        if key not in _CHECKS:
+        check = _CHECKS.get(key)  # type: ignore[call-overload]
+        if check is None:
+            if key in passed_over:
+                continue
             shown_key = key if isinstance(key, str) else "?"
             problems.append(
                 SpecProblem(
@@ -360,16 +399,18 @@ def _check_job_table(
             )
             bad = True
             continue
-        try:
-            values[key] = _CHECKS[key](value)
+        try:  # (a known key: a string; no cast, a call per key of a million jobs)
+            values[key] = check(value)  # type: ignore[index]
         except _Bad as exc:
-            problems.append(SpecProblem(job, prefix + key, str(exc), line_of(*where, key)))
+            problems.append(SpecProblem(job, prefix + key, str(exc), line_of(*where, key)))  # type: ignore[operator]
             bad = True
     return None if bad else values
 
 
 def _missing(present: Mapping[str, object], job: str | None, line: int | None) -> list[SpecProblem]:
     """A problem for each required key not in `present` (a function job has no command)."""
+    if "schedule" in present and "command" in present:
+        return []
     keys = set(present)
     if present.get("kind") == "function":
         keys.add("command")

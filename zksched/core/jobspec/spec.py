@@ -126,11 +126,12 @@ class JobSpec:
     def _from_checked(cls, name: object, values: Mapping[str, object]) -> JobSpec:
         """A spec from values that already passed _CHECKS: skips checking them twice."""
         spec = object.__new__(cls)
+        put, given = object.__setattr__, values.get
         for key, default in _field_defaults():
-            object.__setattr__(spec, key, values.get(key, default))
+            put(spec, key, given(key, default))
         if "command" not in values:
-            object.__setattr__(spec, "command", ())  # a function job's (_missing let only those)
-        object.__setattr__(spec, "name", name)
+            put(spec, "command", ())  # a function job's (_missing let only those)
+        put(spec, "name", name)
         problems = spec._whole_problems(fields_ok=True)
         if problems:
             raise JobSpecError(problems)
@@ -272,8 +273,7 @@ class JobSpec:
             )
         if name is None:
             problems.append(SpecProblem(None, "name", "missing"))
-        raw = {k: v for k, v in data.items() if k not in ("format", "name")}
-        values = _check_job_table(raw, job, problems, lambda *_: None)
+        values = _check_job_table(data, job, problems, _no_line, passed_over=("format", "name"))
         if problems or values is None:
             raise JobSpecError(problems)
         return _build(cast(str, name), values, job, problems, lambda *_: None)
@@ -287,15 +287,22 @@ def _field_defaults() -> tuple[tuple[str, object], ...]:
 
 def _rough_chars(spec: JobSpec) -> int:
     """The number of characters in a spec's strings (what its record size grows with)."""
-    return (
+    chars = (
         len(spec.name)
         + len(spec.schedule)
         + len(spec.timezone)
         + len(spec.workdir or "")
-        + sum(len(arg) + 3 for arg in spec.command)
-        + sum(len(k) + len(v) + 6 for k, v in spec.labels.items())
-        + sum(len(k) + len(v) + 6 for k, v in spec.env.items())
+        + sum(map(len, spec.command))
+        + 3 * len(spec.command)
     )
+    for table in (spec.labels, spec.env):
+        if table:
+            chars += sum(map(len, table)) + sum(map(len, table.values())) + 6 * len(table)
+    return chars
+
+
+def _no_line(*_where: str) -> int | None:
+    return None  # a stored record has no lines
 
 
 def _duration_text(seconds: float) -> str:

@@ -313,7 +313,7 @@ class FireEngine:
         return True
 
     def _note_owned(self) -> None:
-        owned = frozenset(self.core.owned())
+        owned = self.core.owned_set()
         if owned == self._owned:
             return
         taken, dropped = len(owned - self._owned), len(self._owned - owned)

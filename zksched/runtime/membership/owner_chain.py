@@ -48,14 +48,14 @@ class OwnerChain:
     def follow(
         self, view: ClusterView, last: ClusterView | None, jobs: Mapping[str, JobSpec]
     ) -> frozenset[str] | None:
-        """Derive the table for `view` from the last one; the jobs whose owner changed
-        for this member (None: any may have, e.g. it left the view it had: `last`).
+        """Derive the table for `view` from the last one; the jobs this member gained or
+        lost (None: any may have, e.g. it left the view it had: `last`).
         `jobs`: the job table the engine aligns."""
         members = view.table.members
         if view.joining is not None:  # weighed as if joined: joining then moves little
             members = (*members, view.joining)
-        previous, table = self.table, self.table.with_members(members)
-        self.table = table
+        previous = self.table
+        table = self.table = previous.with_members(members, focus=view.member_id)
         if table is previous:
             moved: frozenset[str] | None = frozenset()
         elif table.derived_from == previous.generation:
