@@ -32,6 +32,7 @@ from types import MappingProxyType
 import mmh3
 
 from zksched.core.jobspec import JobSpec
+from zksched.core.jobspec.frozenmap import EMPTY_MAP
 from zksched.core.members import Member, sequence_of
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
@@ -201,7 +202,7 @@ class OwnerTable:
         env; a function job's spec hash)."""
         if spec.kind == "function":
             return self.owner(name, spec.labels, function=(name, spec.definition_hash))
-        if not (spec.labels or self._any_allow_list or self._any_app):
+        if spec.labels is EMPTY_MAP and not (self._any_allow_list or self._any_app):
             found = self._memo.get(name)  # `owner`'s key for such a job: its name
             if found is not None:
                 return found[0]

@@ -145,17 +145,20 @@ class MemberFireCore:
     def align(self, now: float, limit: int | None) -> list[m.Action]:
         """Align up to `limit` jobs (None: every one left) with the table and view."""
         out: list[m.Action] = []
-        done = 0
-        while (limit is None or done < limit) and self.aligning:
-            if self._moved:
-                name = self._moved.popleft()
-                self._moving.discard(name)
-            else:
-                name = self._sweep[self._swept]
-                self._swept += 1
+        left = -1 if limit is None else limit  # -1: no limit
+        moved, sweep = self._moved, self._sweep
+        while moved and left:  # the moved first (aligning one moves no other)
+            name = moved.popleft()
+            self._moving.discard(name)
             out += self._align_name(name, now)
             self._forget_if_idle(name)
-            done += 1
+            left -= 1
+        while self._swept < len(sweep) and left:
+            name = sweep[self._swept]
+            self._swept += 1
+            out += self._align_name(name, now)
+            self._forget_if_idle(name)
+            left -= 1
         if not self.aligning:
             self._sweep, self._swept = [], 0
             self._forget()
