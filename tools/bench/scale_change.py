@@ -64,6 +64,9 @@ def change_membership(
     resume_s = apply_jobs(zk, client_id, workdir, jobs)
     wait_for(lambda: all(len(probe_runs(out, n)) >= 2 for n in names), 120, "the probes to fire")
     began = time.time()
+    # after the applies (each a new table generation every member reads again): what the
+    # change itself adds to RSS is the difference with `rss_mb_after`
+    rss_before = [round(m.rss_mb(), 1) for m in group]
     old = group[0]
     progress(f"scale: stopping {old.member_id} (SIGTERM)")
     stop_sent = time.time()
@@ -112,4 +115,5 @@ def change_membership(
         "change_instants": counted["instants"],
         "change_late_s": counted["late_s"],
         "change_lost_records": counted["lost_records"],
+        "rss_mb_before": rss_before,
     }
