@@ -11,6 +11,7 @@ from unittest import mock
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from zksched.core.jobspec import JobSpec
 from zksched.core.members import Member, sequence_of
 from zksched.core.owners import OwnerTable
 
@@ -212,3 +213,31 @@ def test_a_member_weighed_as_joining_moves_nothing_once_its_node_exists() -> Non
     relabelled = joined.with_members([*others, Member(IDS[5], znode="x.02")])
     assert relabelled.moved == frozenset()  # labels no job asks for: the same owners
     assert {job: relabelled.owner(job) for job in jobs} == owners
+
+
+job_specs = st.builds(
+    lambda n, labels, program, env: JobSpec(
+        f"job-{n}",
+        "0 2 * * *",
+        (PROGRAMS[program],),
+        labels=LABELS[labels],
+        env={"LD_PRELOAD": "x"} if env else {},
+    ),
+    st.integers(0, 40),
+    st.integers(0, len(LABELS) - 1),
+    st.integers(0, len(PROGRAMS) - 1),
+    st.booleans(),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(members, max_size=8), st.lists(job_specs, min_size=1, max_size=30))
+def test_a_jobs_owner_is_the_owner_of_its_labels_program_and_env(
+    start: list[Member], specs: list[JobSpec]
+) -> None:
+    """`job_owner` looks a job that asks for no label up by name when no member has an
+    allow-list or is an app: the answer `owner` gives from the job's fields, every time."""
+    table, other = OwnerTable(start), OwnerTable(start)
+    for spec in specs + specs:  # asked twice: a weighing, then the memo's answer
+        expected = other.owner(spec.name, spec.labels, spec.command[0], spec.env.keys())
+        assert table.job_owner(spec.name, spec) == expected

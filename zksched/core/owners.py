@@ -204,8 +204,9 @@ class OwnerTable:
             return self.owner(name, spec.labels, function=(name, spec.definition_hash))
         if spec.labels is EMPTY_MAP and not (self._any_allow_list or self._any_app):
             found = self._memo.get(name)  # `owner`'s key for such a job: its name
-            if found is not None:
-                return found[0]
+            if found is None:
+                found = self._memo[name] = self._weigh(name)
+            return found[0]
         return self.owner(name, spec.labels, spec.command[0], spec.env.keys())
 
     def owner(
