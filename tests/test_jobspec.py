@@ -636,3 +636,27 @@ def test_deep_tables_and_huge_values() -> None:
     _assert_parses_or_refuses("[jobs.j]\ncommand = [" + ", ".join(['"a"'] * 5000) + "]\n")
     _assert_parses_or_refuses("x = {" + "a = {" * 3000 + "}" * 3001)
     _assert_parses_or_refuses("[jobs.j]\nhistory = " + "9" * 4400 + "\n")
+
+
+def test_an_argv_is_checked_as_before_whatever_was_seen_before() -> None:
+    """Each distinct argv of plain strings is checked once and kept; anything else is checked
+    element by element, every time, and never kept: an element that cannot be hashed, or a
+    string subclass that claims to equal anything, changes no other job's argv."""
+
+    class Unhashable:
+        def __hash__(self) -> int:
+            raise ZeroDivisionError
+
+    class EqualsAll(str):
+        def __eq__(self, other: object) -> bool:
+            return isinstance(other, str) and str.__ne__(other, "")
+
+        __hash__ = str.__hash__
+
+    with pytest.raises(JobSpecError, match="argument 0 must be a string"):
+        JobSpec("j", "0 2 * * *", [Unhashable()])  # type: ignore[list-item]
+    odd = JobSpec("odd", "0 2 * * *", [EqualsAll("/bin/odd")])
+    assert odd.command == ("/bin/odd",)
+    plain = JobSpec("plain", "0 2 * * *", ["/bin/odd"])
+    assert all(type(arg) is str for arg in plain.command)
+    assert JobSpec("again", "0 2 * * *", ["/bin/odd"]).command is plain.command  # kept

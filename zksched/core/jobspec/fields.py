@@ -127,15 +127,19 @@ def _check_command(value: object) -> tuple[str, ...]:
         raise _Bad("the command must not be empty")
     if len(value) > MAX_ARGS:
         raise _Bad(f"the command has {len(value)} arguments; the limit is {MAX_ARGS}")
-    seen = _checked_argv(tuple(value))
-    if seen is not None:
-        return seen
+    # plain strings only, looked up or kept: nothing else is hashed or compared here
+    plain = all(type(arg) is str for arg in value)
+    if plain:
+        seen = _ARGVS.get(tuple(value))
+        if seen is not None:
+            return seen
     argv = tuple(_string(arg, f"argument {i}", MAX_ARG_CHARS) for i, arg in enumerate(value))
     if argv[0] == "":
         raise _Bad("the command's program (its first element) must not be empty")
-    if len(_ARGVS) >= _KEPT:
-        _ARGVS.clear()
-    _ARGVS[argv] = argv
+    if plain:
+        if len(_ARGVS) >= _KEPT:
+            _ARGVS.clear()
+        _ARGVS[argv] = argv
     return argv
 
 
@@ -144,14 +148,6 @@ def _check_command(value: object) -> tuple[str, ...]:
 # when full), so never a leak. Only values that passed their check are kept.
 _KEPT = 4096
 _ARGVS: dict[tuple[str, ...], tuple[str, ...]] = {}
-
-
-def _checked_argv(argv: tuple[object, ...]) -> tuple[str, ...] | None:
-    """The kept argv equal to `argv` (a tuple of strings equals only one of strings)."""
-    try:
-        return _ARGVS.get(argv)  # type: ignore[arg-type]
-    except TypeError:  # an unhashable element: the check says what it is
-        return None
 
 
 def _remembered(check: Callable[[object], Any]) -> Callable[[object], Any]:
