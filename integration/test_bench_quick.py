@@ -153,3 +153,24 @@ def test_quick_functions_compares_with_apscheduler_and_the_daemon(
     assert results["requests"]["daemon_per_fire"] > 0 and results["requests"]["app_per_fire"] > 0
     (step,) = results["throughput"]
     assert step["lost"] == step["doubled"] == 0 and step["fires_per_s"] > 0
+
+
+def test_quick_scale_measures_the_change_alone(tmp_path: Path) -> None:
+    """`scale --change-only`: ready, then a leave and a join with nothing else going on (no
+    apply between ready and the change, no probes to count)."""
+    bench = [str(REPO / "scripts" / "bench"), "--quick", "--out", str(tmp_path)]
+    done = subprocess.run(
+        [*bench, "scale", "--change-only"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    (record,) = [json.loads(f.read_text()) for f in tmp_path.glob("scale-*.json")]
+    (row,) = record["results"]["rows"]
+    change = row["change"]
+    assert record["results"]["change_only"] and change["probes"] == 0
+    assert change["resume_apply_s"] == 0.0 and change["change_lost"] is None
+    assert change["leave_settled_s"] > 0 and change["join_settled_s"] >= 0
+    assert len(change["rss_mb_before"]) == len(change["rss_mb_after"]) == 3

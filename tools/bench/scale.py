@@ -9,7 +9,7 @@ import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -49,6 +49,12 @@ def _scale_arguments(parser: argparse.ArgumentParser) -> None:
         type=at_least(1),
         metavar="N",
         help=f"each member's `run --concurrency` ({DaemonConfig.concurrency})",
+    )
+    parser.add_argument(
+        "--change-only",
+        action="store_true",
+        help="apply, ready, then the change of membership alone: no idle measurement, no "
+        "burst, no probes (no apply between ready and the change)",
     )
     parser.add_argument(
         "--session-timeout",
@@ -98,6 +104,8 @@ def bench_scale(ctx: BenchContext) -> Result:
     with tempfile.TemporaryDirectory(prefix="zksched-bench-") as tmp:
         workdir = Path(tmp)
         with own_zookeeper(workdir) as zk:
+            if ctx.args.change_only:
+                return _change_only(zk, workdir, sizes, ctx.args.session_timeout)
             for size in sizes:
                 rows.append(
                     _scale_one(
@@ -191,6 +199,98 @@ def bench_scale(ctx: BenchContext) -> Result:
     return {"members": 3, "rows": rows}
 
 
+def _start_three(
+    zk: str,
+    client_id: str,
+    workdir: Path,
+    count: int,
+    session_timeout: float,
+    run_args: tuple[str, ...] = (),
+) -> tuple[list[BenchMember], float, Callable[[], BenchMember]]:
+    """Three members started together; once every job is owned: them, the seconds from
+    their start, and a way to start one more."""
+    t0 = time.time()
+
+    def start_member() -> BenchMember:
+        log = workdir / f"{client_id}-{uuid.uuid4().hex[:6]}.log"
+        member = BenchMember(zk, client_id, log, run_args=run_args, session_timeout=session_timeout)
+        return member.start()
+
+    group: list[BenchMember] = []
+    try:
+        group += [start_member() for _ in range(3)]
+        wait_for(
+            # every member has taken its share: a first member's "owned all" from before
+            # the others joined adds up to the job count too, until it drops their shares
+            lambda: (
+                all(m.members_seen() == 3 and m.events("owned") for m in group)
+                and owned_total(group) == count
+            ),
+            300,
+            "every job to be owned and scheduled",
+        )
+    except BaseException:
+        for m in group:
+            m.stop()
+        raise
+    ready_s = max(float(m.events("owned")[-1]["ts"]) for m in group) - t0
+    return group, ready_s, start_member
+
+
+def _change_only(zk: str, workdir: Path, sizes: list[int], session_timeout: float) -> Result:
+    """Per size: apply, ready, then a leave and a join with nothing else going on."""
+    rows: list[Result] = []
+    for size in sizes:
+        client_id = f"sc-{uuid.uuid4().hex[:8]}"
+        jobs = quiet_daily_jobs(size, datetime.now(UTC))
+        progress(f"scale: applying {size:,} jobs")
+        apply_s = apply_jobs(zk, client_id, workdir, jobs)
+        group, ready_s, start_member = _start_three(zk, client_id, workdir, size, session_timeout)
+        try:
+            progress(f"scale: ready after {ready_s:.1f} s; the change of membership")
+            rss = [round(m.rss_mb(), 1) for m in group]
+            change = change_membership(
+                zk, client_id, workdir, group, jobs, 0, workdir / "none", start_member
+            )
+            change["rss_mb_after"] = [round(m.rss_mb(), 1) for m in group]
+        finally:
+            for m in group:
+                m.stop()
+        rows.append(
+            {"jobs": size, "apply_s": round(apply_s, 2), "ready_s": round(ready_s, 2)}
+            | {"rss_mb": rss, "change": change, "session_timeout": session_timeout}
+        )
+        progress(f"scale: {size:,} jobs, the change alone: {json.dumps(rows[-1])}")
+    print(
+        markdown_table(
+            [
+                "jobs",
+                "apply s",
+                "ready s",
+                "RSS MB",
+                "stop s",
+                "leave settled s",
+                "join settled s",
+                "RSS MB after",
+            ],
+            [
+                [
+                    f"{r['jobs']:,}",
+                    f"{r['apply_s']:.1f}",
+                    f"{r['ready_s']:.1f}",
+                    ", ".join(f"{x:.0f}" for x in r["rss_mb"]),
+                    f"{r['change']['stop_s']:.2f}",
+                    f"{r['change']['leave_settled_s']:.2f}",
+                    f"{r['change']['join_settled_s']:.2f}",
+                    ", ".join(f"{x:.0f}" for x in r["change"]["rss_mb_after"]),
+                ]
+                for r in rows
+            ],
+        )
+    )
+    return {"members": 3, "change_only": True, "rows": rows}
+
+
 def _scale_one(
     zk: str,
     workdir: Path,
@@ -209,27 +309,11 @@ def _scale_one(
     progress(f"scale: applying {size:,} jobs")
     apply_s = apply_jobs(zk, client_id, workdir, jobs)
     progress(f"scale: {size:,} jobs applied in {apply_s:.1f} s; starting 3 members")
-    t0 = time.time()
     run_args = () if concurrency is None else ("--concurrency", str(concurrency))
-
-    def start_member() -> BenchMember:
-        log = workdir / f"{client_id}-{uuid.uuid4().hex[:6]}.log"
-        member = BenchMember(zk, client_id, log, run_args=run_args, session_timeout=session_timeout)
-        return member.start()
-
-    group = [start_member() for _ in range(3)]
+    group, ready_s, start_member = _start_three(
+        zk, client_id, workdir, len(jobs), session_timeout, run_args
+    )
     try:
-        wait_for(
-            # every member has taken its share: a first member's "owned all" from before
-            # the others joined adds up to the job count too, until it drops their shares
-            lambda: (
-                all(m.members_seen() == 3 and m.events("owned") for m in group)
-                and owned_total(group) == len(jobs)
-            ),
-            300,
-            "every job to be owned and scheduled",
-        )
-        ready_s = max(float(m.events("owned")[-1]["ts"]) for m in group) - t0
         progress(f"scale: ready after {ready_s:.1f} s; measuring idle CPU")
         time.sleep(2)
         cpu_before = [m.cpu_seconds() for m in group]

@@ -55,14 +55,18 @@ def change_membership(
     out: Path,
     start_member: Callable[[], BenchMember],
 ) -> Result:
-    """Resume the probes (`jobs` holds them, paused), then SIGTERM `group[0]` and start a
-    member in its place (`group` is changed in place); each change's time to settle, the
-    probes' lost and doubled instants."""
+    """Resume the probes (`jobs` holds them, paused; none: no apply, nothing counted), then
+    SIGTERM `group[0]` and start a member in its place (`group` is changed in place); each
+    change's time to settle, the probes' lost and doubled instants."""
     names = sorted(probe_jobs(probes, out, paused=False))
-    jobs.update(probe_jobs(probes, out, paused=False))
-    progress(f"scale: resuming {probes} probe jobs")
-    resume_s = apply_jobs(zk, client_id, workdir, jobs)
-    wait_for(lambda: all(len(probe_runs(out, n)) >= 2 for n in names), 120, "the probes to fire")
+    resume_s = 0.0
+    if probes:
+        jobs.update(probe_jobs(probes, out, paused=False))
+        progress(f"scale: resuming {probes} probe jobs")
+        resume_s = apply_jobs(zk, client_id, workdir, jobs)
+        wait_for(
+            lambda: all(len(probe_runs(out, n)) >= 2 for n in names), 120, "the probes to fire"
+        )
     began = time.time()
     # after the applies (each a new table generation every member reads again): what the
     # change itself adds to RSS is the difference with `rss_mb_after`
@@ -97,10 +101,14 @@ def change_membership(
     join_at = min(joined) if joined else started
     join_settled_s = _last_owned(group) - join_at
     ended = time.time()
-    progress(f"scale: settled {join_settled_s:.2f} s after the join; counting the probes")
-    wait_caught_up(out, names)
-    time.sleep(2)
-    counted = count_probes(zk, client_id, out, names, began, ended)
+    progress(f"scale: settled {join_settled_s:.2f} s after the join")
+    counted: dict[str, Any] = dict.fromkeys(
+        ("lost", "doubled", "instants", "late_s", "lost_records")
+    )
+    if probes:
+        wait_caught_up(out, names)
+        time.sleep(2)
+        counted = count_probes(zk, client_id, out, names, began, ended)
     return {
         "probes": probes,
         "resume_apply_s": round(resume_s, 2),
