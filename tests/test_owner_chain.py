@@ -48,17 +48,14 @@ class Steps:
 
 
 def counting_weights() -> tuple[list[int], mock._patch[object]]:
-    """Counts the weights computed (the table's loops hash inline, not through `weight`)."""
     calls = [0]
-    real = owners.mmh3
+    real = owners.weight
 
-    class Counting:
-        @staticmethod
-        def hash128(key: bytes, **kwargs: object) -> int:
-            calls[0] += 1
-            return real.hash128(key, **kwargs)
+    def weight(job: str, member_id: str) -> int:
+        calls[0] += 1
+        return real(job, member_id)
 
-    return calls, mock.patch.object(owners, "mmh3", Counting)
+    return calls, mock.patch.object(owners, "weight", weight)
 
 
 def test_a_weighed_member_joins_with_one_weight_per_job_and_owns_what_scratch_says() -> None:

@@ -250,7 +250,14 @@ def _change_only(zk: str, workdir: Path, sizes: list[int], session_timeout: floa
             progress(f"scale: ready after {ready_s:.1f} s; the change of membership")
             rss = [round(m.rss_mb(), 1) for m in group]
             change = change_membership(
-                zk, client_id, workdir, group, jobs, 0, workdir / "none", start_member
+                zk,
+                client_id,
+                workdir,
+                group,
+                jobs,
+                0,
+                workdir / f"{client_id}-probes.log",
+                start_member,
             )
             change["rss_mb_after"] = [round(m.rss_mb(), 1) for m in group]
         finally:

@@ -91,13 +91,14 @@ class FireTable(Mapping[str, tuple[JobSpec, float]]):
         return found
 
     def __getitem__(self, name: str) -> tuple[JobSpec, float]:
-        entry = self.specs._entries[name]
-        if entry.spec is None:
+        found = self.get(name)
+        if found is None:
             raise KeyError(name)
-        return entry.spec, self.changed(entry.updated_at)
+        return found  # type: ignore[no-any-return]
 
     def get(self, name: str, default: Any = None) -> Any:
-        # Mapping.get goes through a raised KeyError: the fire core asks once a job aligned
+        # not Mapping's (a raised KeyError for each job not runnable): the fire core asks
+        # once a job aligned
         entry = self.specs._entries.get(name)
         if entry is None or entry.spec is None:
             return default

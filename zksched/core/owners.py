@@ -103,7 +103,6 @@ def _won_by(
     all of them)."""
     moved: list[str] = []
     mid = member.member_id
-    suffix, hash128 = f"\x00{mid}", mmh3.hash128  # `weight`, inlined: a million a join
     for key in before:
         if isinstance(key, str):
             job = key
@@ -111,7 +110,7 @@ def _won_by(
             job = key[0]
         else:
             continue
-        w = hash128((job + suffix).encode(), seed=0, x64arch=True, signed=False)
+        w = weight(job, mid)
         owner, top = memo[key]
         # an exact tie goes to the larger id, as in `_weigh`
         if w > top or (w == top and owner is not None and mid > owner):
@@ -203,10 +202,7 @@ class OwnerTable:
         if spec.kind == "function":
             return self.owner(name, spec.labels, function=(name, spec.definition_hash))
         if spec.labels is EMPTY_MAP and not (self._any_allow_list or self._any_app):
-            found = self._memo.get(name)  # `owner`'s key for such a job: its name
-            if found is None:
-                found = self._memo[name] = self._weigh(name)
-            return found[0]
+            return self._looked_up(name)  # `owner`'s key for such a job: its name alone
         return self.owner(name, spec.labels, spec.command[0], spec.env.keys())
 
     def owner(
@@ -237,6 +233,9 @@ class OwnerTable:
         key: _MemoKey = job
         if label_set or program is not None or function is not None or apps_only:
             key = (job, label_set, program, env, function, apps_only)
+        return self._looked_up(key)
+
+    def _looked_up(self, key: _MemoKey) -> str | None:
         found = self._memo.get(key)
         if found is None:
             found = self._memo[key] = self._weigh(key)
@@ -250,13 +249,12 @@ class OwnerTable:
         else:
             job = key[0]
             candidates = [m for m in self._members if _eligible(m, key)]
-        best, hash128 = _NONE, mmh3.hash128  # `weight`, inlined: every job of a leaver
+        best = _NONE
         for member in candidates:
-            mid = member.member_id
-            w = hash128(f"{job}\x00{mid}".encode(), seed=0, x64arch=True, signed=False)
+            w = weight(job, member.member_id)
             # Members are sorted by id, so `>=` lets the larger id win an exact tie.
             if w >= best[1]:
-                best = (mid, w)
+                best = (member.member_id, w)
         return best
 
     def weighed_for(self, member_id: str) -> frozenset[str]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 
 from zksched.core.fire import model as m
 from zksched.core.fire.job import JobFireMachine, JobPhase
@@ -145,20 +145,9 @@ class MemberFireCore:
     def align(self, now: float, limit: int | None) -> list[m.Action]:
         """Align up to `limit` jobs (None: every one left) with the table and view."""
         out: list[m.Action] = []
-        left = -1 if limit is None else limit  # -1: no limit
-        moved, sweep = self._moved, self._sweep
-        while moved and left:  # the moved first (aligning one moves no other)
-            name = moved.popleft()
-            self._moving.discard(name)
+        for name in itertools.islice(self._left_to_align(), limit):
             out += self._align_name(name, now)
             self._forget_if_idle(name)
-            left -= 1
-        while self._swept < len(sweep) and left:
-            name = sweep[self._swept]
-            self._swept += 1
-            out += self._align_name(name, now)
-            self._forget_if_idle(name)
-            left -= 1
         if not self.aligning:
             self._sweep, self._swept = [], 0
             self._forget()
@@ -204,6 +193,17 @@ class MemberFireCore:
         return len(self._dormant)
 
     # -- internals ------------------------------------------------------------------------
+
+    def _left_to_align(self) -> Iterator[str]:
+        """The jobs left to align, each taken off as it comes: the moved first, then the
+        sweep (aligning one job moves no other)."""
+        while self._moved:
+            name = self._moved.popleft()
+            self._moving.discard(name)
+            yield name
+        while self._swept < len(self._sweep):
+            self._swept += 1
+            yield self._sweep[self._swept - 1]
 
     def _realign(self, moved: Collection[str] | None) -> None:
         """Jobs to align: those that moved, or (None) every job in the table or in hand."""

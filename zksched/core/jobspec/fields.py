@@ -136,11 +136,7 @@ def _check_command(value: object) -> tuple[str, ...]:
     argv = tuple(_string(arg, f"argument {i}", MAX_ARG_CHARS) for i, arg in enumerate(value))
     if argv[0] == "":
         raise _Bad("the command's program (its first element) must not be empty")
-    if plain:
-        if len(_ARGVS) >= _KEPT:
-            _ARGVS.clear()
-        _ARGVS[argv] = argv
-    return argv
+    return _keep(_ARGVS, argv, argv) if plain else argv
 
 
 # One object for equal values among the many jobs a daemon holds (a million jobs that run
@@ -148,6 +144,14 @@ def _check_command(value: object) -> tuple[str, ...]:
 # when full), so never a leak. Only values that passed their check are kept.
 _KEPT = 4096
 _ARGVS: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+
+def _keep(kept: dict[Any, Any], key: Any, value: Any) -> Any:
+    """`value`, kept under `key` in a memo that is emptied when full."""
+    if len(kept) >= _KEPT:
+        kept.clear()
+    kept[key] = value
+    return value
 
 
 def _remembered(check: Callable[[object], Any]) -> Callable[[object], Any]:
@@ -158,11 +162,8 @@ def _remembered(check: Callable[[object], Any]) -> Callable[[object], Any]:
         if type(value) is not str:  # not a subclass either: equal is then the same value
             return check(value)
         found = kept.get(value, kept)
-        if found is kept:
-            found = check(value)  # a bad value raises: never kept
-            if len(kept) >= _KEPT:
-                kept.clear()
-            kept[value] = found
+        if found is kept:  # a bad value raises in `check`: never kept
+            found = _keep(kept, value, check(value))
         return found
 
     return checked
@@ -367,7 +368,7 @@ def _unknown_key(key: object, known: Iterable[str]) -> str:
 
 
 def _check_job_table(
-    raw: Mapping[object, object],
+    raw: Mapping[Any, object],  # any keys: a record's or a file's, checked here
     job: str | None,
     problems: list[SpecProblem],
     line_of: _LineOf,
@@ -380,7 +381,7 @@ def _check_job_table(
     values: dict[str, object] = {}
     bad = False
     for key, value in raw.items():
-        check = _CHECKS.get(key)  # type: ignore[call-overload]
+        check = _CHECKS.get(key)
         if check is None:
             if key in passed_over:
                 continue
@@ -395,10 +396,10 @@ def _check_job_table(
             )
             bad = True
             continue
-        try:  # (a known key: a string; no cast, a call per key of a million jobs)
-            values[key] = check(value)  # type: ignore[index]
+        try:
+            values[key] = check(value)
         except _Bad as exc:
-            problems.append(SpecProblem(job, prefix + key, str(exc), line_of(*where, key)))  # type: ignore[operator]
+            problems.append(SpecProblem(job, prefix + key, str(exc), line_of(*where, key)))
             bad = True
     return None if bad else values
 

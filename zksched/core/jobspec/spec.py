@@ -276,7 +276,7 @@ class JobSpec:
         values = _check_job_table(data, job, problems, _no_line, passed_over=("format", "name"))
         if problems or values is None:
             raise JobSpecError(problems)
-        return _build(cast(str, name), values, job, problems, lambda *_: None)
+        return _build(cast(str, name), values, job, problems, _no_line)
 
 
 @functools.cache
