@@ -4,6 +4,7 @@ moved)`) does what it does when it looks at every job; and the job phase's table
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import pytest
 from fire_shell import SESSION, T0, spec
@@ -142,3 +143,37 @@ def test_a_stop_aligns_every_job_at_once_even_mid_slice() -> None:
     core.stop(T0)
     assert not core.aligning
     assert core.owned() == []
+
+
+def _busy_among_dormant() -> Any:
+    """A member owning twenty dormant hourly jobs and, sorting after them, an every-five-
+    seconds job that has fired and holds its lease between runs."""
+    from test_fire_member_dormant import HORIZON, Driver
+
+    jobs = {f"job-{i:02d}": spec(name=f"job-{i:02d}", schedule="0 0 * * * *") for i in range(20)}
+    jobs["zz-busy"] = spec(name="zz-busy", schedule="*/5 * * * * *")
+    driver = Driver(MemberFireCore(m.FireTunables(dormant_horizon=HORIZON)), now=T0 + 60)
+    table = {name: (s, T0 + 30) for name, s in jobs.items()}
+    driver.call(lambda now: driver.core.table_changed(table, now))
+    driver.call(lambda now: driver.core.view_changed(SESSION, lambda _n, _s: True, now))
+    driver.run_to(T0 + 69)  # fired at +65, ended at +68: the lease is kept while owned
+    assert driver.core.dormant == 20 and driver.core.jobs["zz-busy"].in_hand
+    return driver
+
+
+def test_a_job_holding_its_lease_is_given_up_in_the_first_slice_whatever_its_name() -> None:
+    """The member taking it over waits for that lease, not for the bulk of dormant jobs."""
+    driver = _busy_among_dormant()
+    core = driver.core
+    names = frozenset(core.owned())
+    first = core.view_changed(SESSION, lambda _n, _s: False, driver.now, names, 1)
+    assert [a.job for a in first if isinstance(a, m.GiveBackLease)] == ["zz-busy"]
+    assert core.aligning  # the twenty dormant ones are left for the next slices
+
+
+def test_a_stop_forgets_dormant_jobs_at_once_and_gives_back_what_is_held() -> None:
+    driver = _busy_among_dormant()
+    core = driver.core
+    out = core.stop(driver.now)
+    assert core.dormant == 0 and core.owned() == [] and not core.aligning
+    assert [a.job for a in out if isinstance(a, m.GiveBackLease)] == ["zz-busy"]

@@ -39,6 +39,7 @@ MIN_INTERVAL = 10.0
 MAX_INTERVAL = 300.0
 QUIET_AHEAD = 1.0
 PAUSE_SHARE = 0.01  # at most this share of the time in full passes (below MAX_INTERVAL)
+LONG_PAUSE = 0.5  # seconds: a pass this long is said in the log (a member's probes wait)
 NO_AUTOMATIC_FULL_PASS = 1_000_000_000  # young passes before a full one: never, in practice
 
 
@@ -102,7 +103,12 @@ class GcSteward:
         self._last = self._clock()
         self.passes += 1
         self.last_pause = pause
-        log.debug("full garbage collection: %.1f ms", pause * 1000)
+        log.log(
+            logging.INFO if pause >= LONG_PAUSE else logging.DEBUG,
+            "full garbage collection: held every thread for %.1f ms",
+            pause * 1000,
+            extra={"event": "gc", "pause_ms": round(pause * 1000, 1)},
+        )
         return pause
 
     def _run(self) -> None:

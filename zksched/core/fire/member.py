@@ -136,10 +136,11 @@ class MemberFireCore:
     def stop(self, now: float) -> list[m.Action]:
         """A graceful stop: own nothing from now on (leases go back as runs end)."""
         self._stopping = True
-        # only what is in hand has anything to give up (a job neither run nor dormant here
-        # aligns to nothing): a pass over the member's share, not over the whole table
-        self._realign(None)
-        self._sweep = [n for n in self._sweep if n in self.jobs or n in self._dormant]
+        # a dormant job holds nothing (no machine, lease or fire) and a stopping member
+        # never owns a job again: it is forgotten at once; only what is in hand is aligned,
+        # so a member stopping with a million dormant jobs gives its busy ones back first
+        self._dormant.clear()
+        self._sweep_over(self._in_hand_first(list(self.jobs)))
         return self.align(now, None)
 
     def align(self, now: float, limit: int | None) -> list[m.Action]:
@@ -206,19 +207,35 @@ class MemberFireCore:
             yield self._sweep[self._swept - 1]
 
     def _realign(self, moved: Collection[str] | None) -> None:
-        """Jobs to align: those that moved, or (None) every job in the table or in hand."""
+        """Jobs to align: those that moved, or (None) every job in the table or in hand;
+        those holding a fire or a lease first (another member taking one over waits for it,
+        not for the bulk of dormant jobs)."""
         if moved is None:
             names = list(self._table)
             names += [n for n in self.jobs if n not in self._table]
             names += [n for n in self._dormant if n not in self._table and n not in self.jobs]
-            self._sweep, self._swept = names, 0
-            self._moved.clear()
-            self._moving.clear()
+            self._sweep_over(self._in_hand_first(names))
         else:
-            for name in sorted(moved):  # one order whatever the set's: a run can be replayed
+            in_hand = sorted(n for n, mc in self.jobs.items() if mc.in_hand and n in moved)
+            # one order whatever the set's: a run can be replayed
+            for name in itertools.chain(in_hand, sorted(moved)):
                 if name not in self._moving:
                     self._moving.add(name)
                     self._moved.append(name)
+
+    def _in_hand_first(self, names: list[str]) -> list[str]:
+        """`names` (every job in hand among them), those holding a fire or a lease first."""
+        in_hand = [n for n, mc in self.jobs.items() if mc.in_hand]
+        if not in_hand:
+            return names
+        first = set(in_hand)
+        return in_hand + [n for n in names if n not in first]
+
+    def _sweep_over(self, names: list[str]) -> None:
+        """Align `names` (and nothing queued before)."""
+        self._sweep, self._swept = names, 0
+        self._moved.clear()
+        self._moving.clear()
 
     def _align_name(self, name: str, now: float) -> list[m.Action]:
         entry = self._table.get(name)

@@ -229,6 +229,11 @@ class JobState:
             self._out.append(action)
 
     @property
+    def in_hand(self) -> bool:
+        """A fire or the job's lease in hand: what a member taking the job over waits for."""
+        return bool(self.fires) or self.lease is not LeaseStage.FREE
+
+    @property
     def idle(self) -> bool:
         """Nothing in flight, nothing held, nothing to do: the machine may be forgotten."""
         return (

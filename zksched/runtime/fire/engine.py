@@ -212,6 +212,10 @@ class FireEngine:
     def busy(self) -> bool:
         return bool(self.commands.runs) or self.core.busy() or not self.io.idle()
 
+    def settling(self) -> bool:
+        """A change of table or view is still being aligned (jobs taken or given up)."""
+        return self.core.aligning
+
     # -- life ---------------------------------------------------------------------------------
 
     def start(self) -> None:
