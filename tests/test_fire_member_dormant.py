@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from fire_shell import SESSION, T0, spec
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from zksched.core.fire import model as m
@@ -105,6 +105,10 @@ class Driver:
                         del self.timers[job]
                         self.take(self.core.handle(job, m.Tick(), self.now))
                         moved = True
+                wake = self.core.next_wake  # the one timer of every dormant job
+                if wake is not None and wake <= self.now:
+                    self.take(self.core.wake_due(self.now))
+                    moved = True
                 if not moved:
                     break
 
@@ -156,6 +160,9 @@ def _jobs(seed: int) -> dict[str, JobSpec]:
 
 @settings(max_examples=120, deadline=None)
 @given(st.integers(0, 1 << 12), ops, st.floats(0, 3600))
+# jobs in hand are aligned first in name order, not in the order their machines were made
+# (which differs between the two cores)
+@example(245, [("own", 0, 1087), ("own", 0, 0), ("own", 0, 1087), ("own", 2, 226)], 1627.2)
 def test_a_dormant_core_does_what_a_core_with_every_machine_does(
     seed: int, script: list[Op], start: float
 ) -> None:
@@ -238,7 +245,7 @@ def test_far_jobs_are_dormant_and_wake_before_their_fire() -> None:
     core = driver.core
     assert core.owned() == ["hourly"] and core.jobs == {} and core.dormant == 1
     next_hour = datetime.fromtimestamp(T0, UTC).replace(minute=0).timestamp() + 3600
-    assert driver.timers == {"hourly": next_hour - HORIZON}
+    assert driver.core.next_wake == next_hour - HORIZON
     driver.run_to(next_hour - HORIZON)
     assert "hourly" in core.jobs and core.dormant == 0  # woken: takes the lease ahead
     driver.run_to(next_hour + 1)
@@ -328,7 +335,7 @@ def test_a_machine_with_nothing_in_hand_goes_back_to_sleep_after_its_fire() -> N
     next_hour = T0 + 3600
     driver.run_to(next_hour + RUN + 2)  # woken, fired, its result written
     assert core.jobs == {} and core.dormant == 1  # asleep until the hour after
-    assert driver.timers == {"hourly": next_hour + 3600 - HORIZON}
+    assert driver.core.next_wake == next_hour + 3600 - HORIZON
     driver.run_to(next_hour + 3600 + 1)
     starts = [a.instant.timestamp() for _, a in driver.seen if isinstance(a, m.Start)]  # type: ignore[attr-defined]
     assert starts == [next_hour, next_hour + 3600]

@@ -167,7 +167,7 @@ class Daemon:
         """Nothing running or being recorded, no change being aligned (a full pass at a
         million jobs would hold a takeover for seconds), and nothing due within `ahead`
         seconds."""
-        if self.engine.busy() or self.engine.settling():
+        if self.engine.busy() or self.engine.core.aligning:
             return False
         due = self.engine.next_due()
         return due is None or due - self.clock.now() > ahead

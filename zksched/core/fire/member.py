@@ -13,10 +13,11 @@ A job not aligned yet keeps its machine as it was, as if the change had not reac
 member yet (what the claims decide, exclusive in ZooKeeper, never depends on it).
 
 A job taken with nothing to catch up and its next fire beyond `dormant_horizon` is
-*dormant*: owned, but without a machine until that horizon (a timer), a trigger or a change
-wakes it. A machine made then acts exactly as one made at the takeover would have: nothing
-was due meanwhile, so its catch-up finds nothing either. At-least-once jobs are never
-dormant (their machines look for orphaned claims while active).
+*dormant*: owned, but without a machine until that horizon (`wake_due`, on the shell's one
+timer for every dormant job: `next_wake`), a trigger or a change wakes it. A machine made
+then acts exactly as one made at the takeover would have: nothing was due meanwhile, so its
+catch-up finds nothing either. At-least-once jobs are never dormant (their machines look
+for orphaned claims while active).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from collections import deque
 from collections.abc import Callable, Collection, Iterator, Mapping
 
 from zksched.core.fire import model as m
+from zksched.core.fire.dormancy import DormantJobs
 from zksched.core.fire.job import JobFireMachine, JobPhase
 from zksched.core.fire.state import _latest, _utc, due_of, plan_lower
 from zksched.core.jobspec import JobSpec
@@ -47,7 +49,7 @@ class MemberFireCore:
         self._session: int | None = None
         self._owns: Owns = _owns_nothing
         self._last_active: dict[str, float] = {}
-        self._dormant: dict[str, float] = {}  # owned jobs without a machine -> when to wake
+        self._dormant = DormantJobs()  # owned jobs without a machine, and when each wakes
         self._stopping = False
         self._takes = itertools.count(1)  # lease take ids, unique on this member
         # jobs left to align: the moved ones first, then a sweep of every job (a snapshot of
@@ -189,6 +191,18 @@ class MemberFireCore:
         return frozenset([n for n, mc in self.jobs.items() if mc.owned] + list(self._dormant))
 
     @property
+    def next_wake(self) -> float | None:
+        """When the earliest dormant job wakes: the shell's one timer for all of them."""
+        return self._dormant.next_wake
+
+    def wake_due(self, now: float) -> list[m.Action]:
+        """The dormant jobs whose wake has come get their machines (as a timer of each)."""
+        out: list[m.Action] = []
+        for name in self._dormant.due(now):
+            out += self.handle(name, m.Tick(), now)
+        return out
+
+    @property
     def dormant(self) -> int:
         """How many owned jobs have no machine until their next fire comes near."""
         return len(self._dormant)
@@ -225,7 +239,7 @@ class MemberFireCore:
 
     def _in_hand_first(self, names: list[str]) -> list[str]:
         """`names` (every job in hand among them), those holding a fire or a lease first."""
-        in_hand = [n for n, mc in self.jobs.items() if mc.in_hand]
+        in_hand = sorted(n for n, mc in self.jobs.items() if mc.in_hand)  # not dict order
         if not in_hand:
             return names
         first = set(in_hand)
@@ -264,11 +278,10 @@ class MemberFireCore:
                 return []
             wake = self._dormant_until(name, spec, updated_at, now)
             if wake is not None:
-                if self._dormant.get(name) == wake:
-                    return []
-                self._dormant[name] = wake
-                return [m.SetTimer(name, wake)]
-            self._dormant.pop(name, None)
+                if self._dormant.get(name) != wake:
+                    self._dormant.sleep(name, wake)
+                return []
+            self._dormant.discard(name)
             machine = self._new_machine(name, spec, updated_at, now)
             out = machine.set_session(self._session, now)
         else:
@@ -334,7 +347,7 @@ class MemberFireCore:
 
     def _wake(self, name: str, now: float) -> list[m.Action]:
         """A dormant job gets its machine: its next fire comes near, or an event is for it."""
-        del self._dormant[name]
+        self._dormant.discard(name)
         entry = self._table.get(name)
         if entry is None:
             return []  # deleted meanwhile (while not connected): nothing to wake
@@ -352,12 +365,12 @@ class MemberFireCore:
             return []
         del self.jobs[name]
         self._last_active[name] = machine.resting_since()
-        self._dormant[name] = wake
-        return [m.SetTimer(name, wake)]
+        self._dormant.sleep(name, wake)
+        return []
 
     def _leave_dormant(self, name: str, now: float) -> None:
         """A dormant job is ours no more: active here until now, as its machine would say."""
-        del self._dormant[name]
+        self._dormant.discard(name)
         if name in self._table:
             self._last_active[name] = now
 

@@ -3,7 +3,7 @@
     job table, cluster view, session loss, triggers ─┐
     answers from ZooKeeper (zk_actions.py) ──────────┼─> queue -> core (zksched/core/fire)
     command starts and exits (run_actions.py) ───────┘                 │
-            timers <── SetTimer   Claim, TakeLease, ... ──> ZkActions     │
+   timers <── SetTimer, next_wake Claim, TakeLease, ... ──> ZkActions     │
                                   Start, Terminate ──────> RunActions (a Runner)
                                   RecordAttempt ─────────> AttemptLog, ZkActions
                                   Skip, Warn ────────────> SkipLog, log
@@ -17,6 +17,7 @@ ZooKeeper as `FireStores` (stores.py), commands as a `Runner`, threads, queue an
 
 from __future__ import annotations
 
+import functools
 import heapq
 import logging
 import queue
@@ -134,7 +135,6 @@ class FireEngine:
         table = FireTable(snapshot.entries)
 
         def step(now: float) -> list[m.Action]:
-            self._owned_dirty = True
             self._table = table.specs
             self._jobs_known = True
             if self._view is not None:
@@ -142,13 +142,12 @@ class FireEngine:
             self._weigh_before_joining()
             return self._aligned(self.core.table_changed(table, now, self.align_slice))
 
-        self._post(step)
+        self._post_change(step)
 
     def update_view(self, view: ClusterView) -> None:
         session = view.session_id if view.connected else None
 
         def step(now: float) -> list[m.Action]:
-            self._owned_dirty = True
             moved = self._owners.follow(view, self._view, self._table)
             table, active, me = self._owners.table, view.active, view.member_id
 
@@ -163,7 +162,7 @@ class FireEngine:
                 self.core.view_changed(session, owns, now, moved, self.align_slice)
             )
 
-        self._post(step)
+        self._post_change(step)
 
     def _aligned(self, actions: list[m.Action]) -> list[m.Action]:
         """The core aligns its jobs a slice a turn: the rest waits behind what is queued."""
@@ -185,10 +184,14 @@ class FireEngine:
         """The session may be lost (the membership's verdict): never reuse its locks, and
         the core stops what it must."""
         self.io.leases.session_lost()
+        self._post_change(self.core.session_lost)
+
+    def _post_change(self, change: CoreCall) -> None:
+        """Queue a step that may change what this member owns."""
 
         def step(now: float) -> list[m.Action]:
             self._owned_dirty = True
-            return self.core.session_lost(now)
+            return change(now)
 
         self._post(step)
 
@@ -203,18 +206,15 @@ class FireEngine:
         return sorted(self._owned)
 
     def next_due(self) -> float | None:
-        heap = self._heap
-        return heap[0][0] if heap else None
+        """The earliest timer: a machine's, or the one for every dormant job."""
+        timer = self._heap[0][0] if self._heap else None
+        return min((t for t in (timer, self.core.next_wake) if t is not None), default=None)
 
     def running_jobs(self) -> list[str]:
         return sorted({job for job, _ in list(self.commands.runs)})
 
     def busy(self) -> bool:
         return bool(self.commands.runs) or self.core.busy() or not self.io.idle()
-
-    def settling(self) -> bool:
-        """A change of table or view is still being aligned (jobs taken or given up)."""
-        return self.core.aligning
 
     # -- life ---------------------------------------------------------------------------------
 
@@ -225,12 +225,7 @@ class FireEngine:
     def stop_dispatching(self) -> None:
         """A graceful stop begins: own nothing from now on (idle leases go back now, busy
         ones as their runs end)."""
-
-        def step(now: float) -> list[m.Action]:
-            self._owned_dirty = True
-            return self.core.stop(now)
-
-        self._post(step)
+        self._post_change(self.core.stop)
 
     def stop(self, wait_for_running: float = 30.0) -> None:
         """Let what is in flight finish (up to `wait_for_running` seconds), then terminate
@@ -260,8 +255,8 @@ class FireEngine:
 
     def _run(self) -> None:
         while True:
-            heap, now = self._heap, self._clock.now()
-            wait = 1.0 if not heap else min(1.0, max(0.0, heap[0][0] - now))
+            due, now = self.next_due(), self._clock.now()
+            wait = 1.0 if due is None else min(1.0, max(0.0, due - now))
             if not self.turn(wait):
                 return
 
@@ -292,18 +287,15 @@ class FireEngine:
         # the turn); claims and lease takes are gathered and sent together at its end
         sends = _Sends()
         for step in steps:
-            try:
-                self._dispatch(step(now), now, sends)
-            except Exception:  # a bug; the job's machine says what it was
-                log.exception("the fire core failed on an event")
+            self._step(step, now, sends)
         while self._heap and self._heap[0][0] <= now:
             at, job = heapq.heappop(self._heap)
             if self._timer_at.get(job) == at:
                 del self._timer_at[job]
-                try:
-                    self._dispatch(self.core.handle(job, m.Tick(), now), now, sends)
-                except Exception:
-                    log.exception("the fire core failed on a timer of %s", job)
+                self._step(functools.partial(self.core.handle, job, m.Tick()), now, sends)
+        wake = self.core.next_wake
+        if wake is not None and wake <= now:
+            self._step(self.core.wake_due, now, sends)
         self._send(sends)
         if self._owned_dirty and not self.core.aligning:  # said once the change is done
             self._owned_dirty = False
@@ -315,6 +307,12 @@ class FireEngine:
                 self._background.submit(self.io.unwritten.flush)
                 self._background.submit(self.io.leases.tidy)
         return True
+
+    def _step(self, step: CoreCall, now: float, sends: _Sends) -> None:
+        try:
+            self._dispatch(step(now), now, sends)
+        except Exception:  # a bug; the job's machine says what it was
+            log.exception("the fire core failed on an event")
 
     def _note_owned(self) -> None:
         owned = self.core.owned_set()
