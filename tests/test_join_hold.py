@@ -45,3 +45,17 @@ def test_the_limit_counts_from_the_first_waiting_view(caplog: pytest.LogCaptureF
     assert [r.event for r in caplog.records] == ["join-unready"]  # type: ignore[attr-defined]
     assert not hold.overdue(time.monotonic() + 10)  # said once
     assert hold.may_join([OTHER])
+
+
+def test_the_limit_counts_again_from_the_job_table_once() -> None:
+    """A million jobs take longer than the limit to read: the weighing of a table that came
+    is waited for; a table read again later does not push the limit back again."""
+    hold = JoinHold("me-1", 5)
+    hold.waiting()
+    first_limit = time.monotonic() + 5
+    time.sleep(0.3)
+    hold.table_read()
+    start = time.monotonic()
+    assert not hold.overdue(first_limit + 0.2)  # past the first view's limit, not the table's
+    hold.table_read()  # a newer generation: the limit stays
+    assert hold.overdue(start + 5.1)

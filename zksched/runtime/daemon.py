@@ -180,6 +180,7 @@ class Daemon:
             self.reaper.set_grace(max(0.2, granted / 4))
 
     def _on_jobs(self, snapshot: JobsSnapshot) -> None:
+        self.cluster.job_table_read()
         self.engine.update_jobs(snapshot)
         if self.member.functions is not None:
             self._note_foreign_definitions(snapshot)

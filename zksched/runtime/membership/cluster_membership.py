@@ -127,6 +127,10 @@ class ClusterMembership:
         if self._hold.release():
             self._wakeup.put("join")
 
+    def job_table_read(self) -> None:
+        """The job table came: a held join waits for its weighing (join_hold.py)."""
+        self._hold.table_read()
+
     def start(self) -> None:
         if self._thread is not None:
             return  # idempotent

@@ -4,7 +4,9 @@ Into a running cluster, a member joins once its fire thread has weighed every jo
 (`OwnerChain.weigh_before_joining`): joined earlier, the others would hand it a share it
 cannot run yet. It joins at once when it finds nobody else (no share to hand over; members
 starting together then see each other before their job tables arrive), and at the latest
-`limit` seconds after it first read the members waiting (a job table it cannot read).
+`limit` seconds after it first read the members waiting (a job table it cannot read), or
+after the job table came, whichever is later (a million jobs take longer than `limit` to
+read; weighing a table that was read ends on its own).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ class JoinHold:
         self._member_id = member_id
         self._limit = limit
         self._until: float | None = None
+        self._table_came = False
         self._allowed = threading.Event()
         if limit is None:
             self._allowed.set()
@@ -44,6 +47,12 @@ class JoinHold:
     def waiting(self) -> None:
         """A view without our node was published: the limit counts from the first."""
         if self._until is None and self._limit is not None:
+            self._until = time.monotonic() + self._limit
+
+    def table_read(self) -> None:
+        """The job table came (any thread): the limit counts from now, once."""
+        if not self._table_came and not self._allowed.is_set() and self._limit is not None:
+            self._table_came = True
             self._until = time.monotonic() + self._limit
 
     def overdue(self, now: float) -> bool:
