@@ -207,8 +207,8 @@ class FireEngine:
 
     def next_due(self) -> float | None:
         """The earliest timer: a machine's, or the one for every dormant job."""
-        timer = self._heap[0][0] if self._heap else None
-        return min((t for t in (timer, self.core.next_wake) if t is not None), default=None)
+        wake, heap = self.core.next_wake, self._heap
+        return wake if not heap else heap[0][0] if wake is None else min(heap[0][0], wake)
 
     def running_jobs(self) -> list[str]:
         return sorted({job for job, _ in list(self.commands.runs)})
