@@ -41,13 +41,7 @@ class DormantJobs:
     def sleep(self, name: str, wake: float) -> None:
         """`name` is dormant until `wake` (replacing an earlier wake)."""
         self._at[name] = wake
-        group = self._groups.get(wake)
-        if group is None:
-            self._groups[wake] = [name]
-            heapq.heappush(self._times, wake)
-        else:
-            group.append(name)
-        self._entries += 1
+        self._file(name, wake)
         if self._entries > 2 * len(self._at) + 1024:
             self._regroup()
 
@@ -77,13 +71,17 @@ class DormantJobs:
             out += [name for name in group if at.get(name) == wake]
         return list(dict.fromkeys(out))  # a name put to sleep twice until one wake: once
 
+    def _file(self, name: str, wake: float) -> None:
+        group = self._groups.get(wake)
+        if group is None:
+            self._groups[wake] = [name]
+            heapq.heappush(self._times, wake)
+        else:
+            group.append(name)
+        self._entries += 1
+
     def _regroup(self) -> None:
-        groups: dict[float, list[str]] = {}
+        """The groups again from the current wakes alone (stale names dropped)."""
+        self._groups, self._times, self._entries = {}, [], 0
         for name, wake in self._at.items():
-            group = groups.get(wake)
-            if group is None:
-                groups[wake] = [name]
-            else:
-                group.append(name)
-        self._groups, self._times, self._entries = groups, list(groups), len(self._at)
-        heapq.heapify(self._times)
+            self._file(name, wake)

@@ -230,16 +230,21 @@ class MemberFireCore:
             names += [n for n in self._dormant if n not in self._table and n not in self.jobs]
             self._sweep_over(self._in_hand_first(names))
         else:
-            in_hand = sorted(n for n, mc in self.jobs.items() if mc.in_hand and n in moved)
+            in_hand = [n for n in self._in_hand() if n in moved]
             # one order whatever the set's: a run can be replayed
             for name in itertools.chain(in_hand, sorted(moved)):
                 if name not in self._moving:
                     self._moving.add(name)
                     self._moved.append(name)
 
+    def _in_hand(self) -> list[str]:
+        """The jobs whose machines hold a fire or the lease, by name (not dict order: it
+        differs between a core with dormant jobs and one with every machine)."""
+        return sorted(n for n, mc in self.jobs.items() if mc.in_hand)
+
     def _in_hand_first(self, names: list[str]) -> list[str]:
         """`names` (every job in hand among them), those holding a fire or a lease first."""
-        in_hand = sorted(n for n, mc in self.jobs.items() if mc.in_hand)  # not dict order
+        in_hand = self._in_hand()
         if not in_hand:
             return names
         first = set(in_hand)

@@ -26,7 +26,7 @@ class JoinHold:
         self._member_id = member_id
         self._limit = limit
         self._until: float | None = None
-        self._table_came = False
+        self._counted: set[str] = set()  # what the limit was counted from: "view", "table"
         self._allowed = threading.Event()
         if limit is None:
             self._allowed.set()
@@ -46,22 +46,27 @@ class JoinHold:
 
     def waiting(self) -> None:
         """A view without our node was published: the limit counts from the first."""
-        if self._until is None and self._limit is not None:
-            self._until = time.monotonic() + self._limit
+        self._count_from("view")
 
     def table_read(self) -> None:
-        """The job table came (any thread): the limit counts from now, once."""
-        if not self._table_came and not self._allowed.is_set() and self._limit is not None:
-            self._table_came = True
-            self._until = time.monotonic() + self._limit
+        """The job table came (any thread): the limit counts from the first, too."""
+        self._count_from("table")
+
+    def _count_from(self, what: str) -> None:
+        """The limit also counts from now, once per `what`: the later deadline holds."""
+        if what in self._counted or self._limit is None or self._allowed.is_set():
+            return
+        self._counted.add(what)
+        self._until = max(self._until or 0.0, time.monotonic() + self._limit)
 
     def overdue(self, now: float) -> bool:
         """Held past the limit: from now on it may join (said once, as a warning)."""
         if self._allowed.is_set() or self._until is None or now < self._until:
             return False
         log.warning(
-            "joining the cluster %.0fs after reading it, before this member was ready "
-            "(the job table not read yet?): its share may wait while it catches up",
+            "joining the cluster %.0fs after reading it or its job table, before this "
+            "member was ready (the job table not read yet?): its share may wait while it "
+            "catches up",
             self._limit,
             extra={"event": "join-unready"},
         )
