@@ -14,7 +14,7 @@ from zksched.core.fire import model as m
 from zksched.core.jobspec import JobSpec
 from zksched.core.members import Member
 from zksched.core.owners import OwnerTable
-from zksched.runtime.membership import ClusterView, OwnerChain
+from zksched.runtime.membership import ClusterView, Deriving, OwnerChain
 from zksched.runtime.skips import SkipLog
 
 OTHERS = [Member(f"host{i}-{100 + i}", znode=f"host{i}-{100 + i}.{i:010d}") for i in range(20)]
@@ -162,3 +162,62 @@ def test_a_member_with_an_allow_list_looks_at_every_job_on_joining() -> None:
     chain, waiting = weighed_while_waiting(allowed=("/usr/bin/*",))
     joined_me = replace(ME, znode="new-900.0000000042")
     assert chain.follow(view([*OTHERS, joined_me], joined_me.znode, None), waiting, JOBS) is None
+
+
+def test_a_change_derived_in_slices_holds_the_view_step_until_its_table_is_complete() -> None:
+    """The engine's thread goes on between slices (timers, fires); the view's step comes
+    again once its table is derived, and then moves what a derivation at once moves."""
+    steps = Steps()
+    chain = OwnerChain(SkipLog(), None, steps.post, 300, derive_slice=500)
+    me = replace(ME, znode="new-900.0000000042")
+    start = view([*OTHERS, me], me.znode, None)
+    chain.follow(start, None, JOBS)
+    for name, job in JOBS.items():
+        chain.table.job_owner(name, job)
+    again: list[ClusterView] = []
+    leave = view([*OTHERS[1:], me], me.znode, None)
+    assert isinstance(chain.follow(leave, start, JOBS, again.append), Deriving)
+    assert chain.deriving and not again
+    old = chain.table
+    slices = steps.run_all()
+    assert slices > 1 and again == [leave] and chain.table is old  # not taken yet
+    moved = chain.follow(leave, start, JOBS, again.append)
+    assert not chain.deriving
+    scratch = OwnerTable([*OTHERS[1:], me])
+    assert all(chain.table.job_owner(n, s) == scratch.job_owner(n, s) for n, s in JOBS.items())
+    at_once = old.with_members(leave.table.members, focus=ME.member_id)
+    assert moved == at_once.moved and moved  # the leaver's jobs this member takes
+
+
+def test_views_that_come_during_a_derivation_wait_and_only_the_newest_follows() -> None:
+    steps = Steps()
+    chain = OwnerChain(SkipLog(), None, steps.post, 300, derive_slice=500)
+    me = replace(ME, znode="new-900.0000000042")
+    start = view([*OTHERS, me], me.znode, None)
+    chain.follow(start, None, JOBS)
+    for name, job in JOBS.items():
+        chain.table.job_owner(name, job)
+    again: list[ClusterView] = []
+    first = view([*OTHERS[1:], me], me.znode, None)
+    second = view([*OTHERS[2:], me], me.znode, None)
+    newest = view([*OTHERS[3:], me], me.znode, None)
+    assert isinstance(chain.follow(first, start, JOBS, again.append), Deriving)
+    steps.queued.pop(0)(0.0)  # a slice; then two more views
+    assert isinstance(chain.follow(second, start, JOBS, again.append), Deriving)
+    assert isinstance(chain.follow(newest, start, JOBS, again.append), Deriving)
+    steps.run_all()
+    assert again == [first]  # the one under way first: its table is complete
+    chain.follow(first, start, JOBS, again.append)
+    assert again == [first, newest]  # then the newest only, from the table just taken
+    assert isinstance(chain.follow(newest, first, JOBS, again.append), Deriving)
+    steps.run_all()
+    moved = chain.follow(newest, first, JOBS, again.append)
+    scratch = OwnerTable([*OTHERS[3:], me])
+    assert all(chain.table.job_owner(n, s) == scratch.job_owner(n, s) for n, s in JOBS.items())
+    gained = {n for n, s in JOBS.items() if scratch.job_owner(n, s) == ME.member_id}
+    had = {
+        n
+        for n, s in JOBS.items()
+        if OwnerTable(first.table.members).job_owner(n, s) == ME.member_id
+    }
+    assert moved == gained - had

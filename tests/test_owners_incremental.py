@@ -1,7 +1,8 @@
 """A table derived from the last one (`OwnerTable.with_members`) is the table built from
 scratch, byte for byte, after any joins, leaves and changed member records; and its `moved`
 names exactly the jobs whose owner changed (derived for one member, `focus`: at least those
-it gained or lost, and no job that stayed where it was)."""
+it gained or lost, and no job that stayed where it was). Derived a slice at a time
+(`TableDerivation`), with the old table in use meanwhile, it is the same table."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 
 from zksched.core.jobspec import JobSpec
 from zksched.core.members import Member, sequence_of
-from zksched.core.owners import OwnerTable
+from zksched.core.owners import OwnerTable, TableDerivation
 
 IDS = [f"host{i}-{100 + i}" for i in range(12)]
 LABELS = [{}, {"role": "db"}, {"role": "web"}, {"zone": "a"}, {"role": "db", "zone": "a"}]
@@ -128,6 +129,39 @@ def test_ties_go_the_same_way_in_a_derived_table(
 ) -> None:
     with mock.patch("zksched.core.owners.mmh3", FewWeights):
         derive_and_compare(start, asked, steps)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(members, max_size=8),
+    st.lists(lookups, min_size=1, max_size=30),
+    st.lists(lookups, max_size=10),
+    changes,
+    st.integers(1, 6),
+)
+def test_a_table_derived_in_slices_is_the_one_derived_at_once(
+    start: list[Member], asked: list[Lookup], meanwhile: list[Lookup], change: Change, size: int
+) -> None:
+    """Between slices the old table is still asked (jobs it had not weighed among them):
+    the derived table still answers every question as a fresh one, holds every entry the
+    old one came to hold, and `moved` names the jobs whose owner changed, those too."""
+    base = OwnerTable(start)
+    before = {q: q.ask(base) for q in asked}
+    joining, leaving, _renewed = change
+    current = [m for m in start if m.member_id not in leaving] + joining
+    work = TableDerivation(base, current, weights=size)
+    derived = work.advance()
+    while derived is None:
+        if meanwhile:
+            q = meanwhile.pop()
+            before[q] = q.ask(base)
+        derived = work.advance()
+    fresh = OwnerTable(current)
+    after = {q: q.ask(fresh) for q in before}
+    assert {q: q.ask(derived) for q in before} == after
+    if derived is not base and derived.moved is not None:
+        assert derived.moved == {q.job for q in before if after[q] != before[q]}
+        assert derived._memo.keys() >= base._memo.keys()
 
 
 def derive_and_compare(start: list[Member], asked: list[Lookup], steps: list[Change]) -> None:

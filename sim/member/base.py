@@ -35,6 +35,7 @@ RETRY = 0.5  # a failed membership read or write is sent again this long after
 # jobs aligned a turn: a few, so that the simulated members take and drop their jobs
 # over several turns, other events between them (the daemon's slice is larger)
 ALIGN_SLICE = 2
+DERIVE_SLICE = 3  # weights of a change's owner table a turn: derived over several turns too
 CONCURRENCY = 10_000  # commands at once: never the limit here (a wait would widen the
 # claim-to-start window the checker allows)
 
@@ -97,6 +98,7 @@ class MemberBase(ABC):
             self.host,
             core=self.core,
             align_slice=ALIGN_SLICE,
+            derive_slice=DERIVE_SLICE,
         )
 
     def now(self) -> float:

@@ -196,7 +196,7 @@ def measure(count: int, traced: bool) -> Result:
         turns()
 
     def weigh() -> None:
-        chain = engine._owners
+        chain = engine.owners
         chain.table = chain.table.with_members(members)
         for name, spec in engine._table.items():
             chain.table.job_owner(name, spec)
@@ -240,7 +240,7 @@ def measure(count: int, traced: bool) -> Result:
         "watcher bucket dicts": sum(sys.getsizeof(d) for d in watcher._parsed.values()),
         "watcher snapshot dict": sys.getsizeof(watcher.snapshot.entries),
         "engine name -> spec": sys.getsizeof(engine._table),
-        "owner memo dict": sys.getsizeof(engine._owners.table._memo),
+        "owner memo dict": sys.getsizeof(engine.owners.table._memo),
         "core job machines dict": sys.getsizeof(engine.core.jobs),
     }
     return out

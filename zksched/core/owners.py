@@ -26,8 +26,9 @@ owner changed come with it (`moved`), so a member reacts to those alone.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
+from typing import TypeVar
 
 import mmh3
 
@@ -43,6 +44,7 @@ _OwnerKey = tuple[
 # A job that asks for nothing (no labels, no allow-list or app to weigh) is keyed by its
 # name alone: the daemon's own string, not a tuple of 88 bytes per job of a million.
 _MemoKey = str | _OwnerKey
+_T = TypeVar("_T")
 _Best = tuple[str | None, int]  # the owner and its weight (-1: no member is eligible)
 _NONE: _Best = (None, -1)
 # tables of this process, told apart (never compared across hosts)
@@ -89,36 +91,6 @@ def _eligible(member: Member, key: _MemoKey) -> bool:
     if not labels and program is None and function is None:
         return True
     return member.eligible_for(dict(labels), program, env, function)
-
-
-def _won_by(
-    member: Member,
-    memo: dict[_MemoKey, _Best],
-    before: Mapping[_MemoKey, _Best],
-    focus: str | None,
-) -> list[str]:
-    """Give `member` (joining) each job whose weight for it beats the job's entry in `memo`
-    (updated in place; `before`: the entries of the table derived from, the same keys); the
-    names of the jobs whose owner is no longer `before`'s and that concern `focus` (None:
-    all of them)."""
-    moved: list[str] = []
-    mid = member.member_id
-    for key in before:
-        if isinstance(key, str):
-            job = key
-        elif _eligible(member, key):
-            job = key[0]
-        else:
-            continue
-        w = weight(job, mid)
-        owner, top = memo[key]
-        # an exact tie goes to the larger id, as in `_weigh`
-        if w > top or (w == top and owner is not None and mid > owner):
-            memo[key] = (mid, w)
-            was = before[key][0]
-            if was != mid and (focus is None or focus in (mid, was)):
-                moved.append(job)
-    return moved
 
 
 class OwnerTable:
@@ -171,29 +143,10 @@ class OwnerTable:
 
         `focus`: a member id; `moved` then holds only the jobs it gained or lost (what that
         member reacts to), not those that went from one other member to another."""
-        table = OwnerTable(members)
-        if table == self:
-            return self
-        if (table._any_allow_list, table._any_app) != (self._any_allow_list, self._any_app):
-            return table  # the memo's keys mean something else now: weigh afresh, lazily
-        left = {i for i, m in self._by_id.items() if not _weighs_alike(m, table._by_id.get(i))}
-        joined = [m for m in table._members if not _weighs_alike(m, self._by_id.get(m.member_id))]
-        table.derived_from = self.generation
-        # unchanged entries are the very tuples of this table: no million new ones a change
-        table._memo = memo = dict(self._memo)
-        if not left and not joined:  # only nodes renewed: every entry holds
-            table.moved = frozenset()
-            return table
-        moved: list[str] = []
-        stale = [k for k, e in self._memo.items() if e[0] in left] if left else ()
-        for key in stale:  # the leavers' jobs: weighed again over everyone
-            entry, was = table._weigh(key), self._memo[key][0]
-            memo[key] = entry
-            if entry[0] != was and (focus is None or focus in (entry[0], was)):
-                moved.append(key if isinstance(key, str) else key[0])
-        for member in joined:  # one weight per job the newcomer may own
-            moved += _won_by(member, memo, self._memo, focus)
-        table.moved = frozenset(moved)
+        derivation = TableDerivation(self, members, focus)
+        table = derivation.advance()
+        while table is None:
+            table = derivation.advance()
         return table
 
     def job_owner(self, name: str, spec: JobSpec) -> str | None:
@@ -272,3 +225,109 @@ class OwnerTable:
 
     def owned_by(self, member_id: str, jobs: Mapping[str, Mapping[str, str]]) -> list[str]:
         return [name for name, labels in jobs.items() if self.owner(name, labels) == member_id]
+
+
+class TableDerivation:
+    """`OwnerTable.with_members`, a slice at a time: the shell spreads a million jobs' worth
+    of weighing over its turns, so that timers and fires due meanwhile are not held for it.
+
+    Each `advance` weighs about `weights` weights (None: everything at once) and returns the
+    derived table once it is complete, None until then. The base table stays the one in use
+    meanwhile, and lookups may add entries to its memo: those are weighed afresh at the end,
+    so the derived table still holds every entry the base held (a member weighed before
+    joining relies on that).
+    """
+
+    def __init__(
+        self,
+        base: OwnerTable,
+        members: Iterable[Member],
+        focus: str | None = None,
+        weights: int | None = None,
+    ) -> None:
+        self.base = base
+        self.table = table = OwnerTable(members)
+        self._focus = focus
+        self._weights = weights
+        self._moved: list[str] = []
+        self._result: OwnerTable | None = None
+        self._copied = 0
+        self._work: Iterator[bool] = iter(())
+        if table == base:
+            self._result = base
+            return
+        if (table._any_allow_list, table._any_app) != (base._any_allow_list, base._any_app):
+            self._result = table  # the memo's keys mean something else now: weigh lazily
+            return
+        left = {i for i, m in base._by_id.items() if not _weighs_alike(m, table._by_id.get(i))}
+        joined = [m for m in table._members if not _weighs_alike(m, base._by_id.get(m.member_id))]
+        table.derived_from = base.generation
+        # unchanged entries are the very tuples of the base: no million new ones a change
+        table._memo = dict(base._memo)
+        self._copied = len(table._memo)
+        self._work = self._steps(left, joined)
+
+    def advance(self) -> OwnerTable | None:
+        """Weigh one slice more; the derived table once complete (None: not yet)."""
+        if self._result is None and next(self._work, None) is None:
+            self._catch_up()
+            self.table.moved = frozenset(self._moved)
+            self._result = self.table
+        return self._result
+
+    def _steps(self, left: set[str], joined: list[Member]) -> Iterator[bool]:
+        """The work, one slice per item yielded."""
+        table, memo, base = self.table, self.table._memo, self.base._memo
+        if left:  # the leavers' jobs: weighed again over everyone
+            stale = [k for k, e in itertools.islice(base.items(), self._copied) if e[0] in left]
+            for keys in _chunks(stale, self._slice(len(table._members))):
+                for key in keys:
+                    memo[key] = entry = table._weigh(key)
+                    self._note(key, base[key][0], entry[0])
+                yield True
+        for member in joined:  # one weight per job the newcomer may own
+            # values change, keys do not: the memo may be iterated across slices
+            for chunk in _chunks(memo.items(), self._slice(1)):
+                self._won_by(member, chunk)
+                yield True
+
+    def _slice(self, per_key: int) -> int | None:
+        return None if self._weights is None else max(1, self._weights // max(1, per_key))
+
+    def _won_by(self, member: Member, chunk: Iterable[tuple[_MemoKey, _Best]]) -> None:
+        """Give `member` (joining) each job of `chunk` whose weight for it beats the job's
+        entry."""
+        memo, base, mid = self.table._memo, self.base._memo, member.member_id
+        for key, (owner, top) in chunk:
+            if isinstance(key, str):
+                job = key
+            elif _eligible(member, key):
+                job = key[0]
+            else:
+                continue
+            w = weight(job, mid)
+            # an exact tie goes to the larger id, as in `_weigh`
+            if w > top or (w == top and owner is not None and mid > owner):
+                memo[key] = (mid, w)
+                self._note(key, base[key][0], mid)
+
+    def _catch_up(self) -> None:
+        """Entries the base's memo gained while this derivation ran: weighed afresh."""
+        table, base = self.table, self.base._memo
+        if len(base) == self._copied:
+            return
+        for key in list(itertools.islice(base, self._copied, None)):
+            table._memo[key] = entry = table._weigh(key)
+            self._note(key, base[key][0], entry[0])
+
+    def _note(self, key: _MemoKey, was: str | None, owner: str | None) -> None:
+        focus = self._focus
+        if owner != was and (focus is None or focus in (owner, was)):
+            self._moved.append(key if isinstance(key, str) else key[0])
+
+
+def _chunks(items: Iterable[_T], size: int | None) -> Iterator[list[_T]]:
+    """`items` in lists of `size` (None: one list of them all)."""
+    it = iter(items)
+    while chunk := list(itertools.islice(it, size)):
+        yield chunk

@@ -164,10 +164,10 @@ class Daemon:
         self.http = HttpEndpoint(self.status, config.http) if config.http else None
 
     def _quiet(self, ahead: float) -> bool:
-        """Nothing running or being recorded, no change being aligned (a full pass at a
+        """Nothing running or being recorded, no change being derived or aligned (a full pass at a
         million jobs would hold a takeover for seconds), and nothing due within `ahead`
         seconds."""
-        if self.engine.busy() or self.engine.core.aligning:
+        if self.engine.busy() or self.engine.core.aligning or self.engine.owners.deriving:
             return False
         due = self.engine.next_due()
         return due is None or due - self.clock.now() > ahead

@@ -31,13 +31,14 @@ from zksched.core.fire.member import MemberFireCore
 from zksched.core.firekey import fire_key
 from zksched.core.jobspec import JobSpec
 from zksched.core.jobtable import FireTable
+from zksched.runtime.fire import tuning
 from zksched.runtime.fire.run_actions import CoreCall, FireSettings, RunActions
 from zksched.runtime.fire.stores import FireStores
-from zksched.runtime.fire.tuning import ALIGN_SLICE, CHORES_INTERVAL, STEPS_PER_TURN, WEIGH_SLICE
 from zksched.runtime.fire.zk_actions import ZkActions
 from zksched.runtime.host import Host, Inbox
 from zksched.runtime.membership import (
     ClusterView,
+    Deriving,
     JobsSnapshot,
     OwnerChain,
     Trigger,
@@ -68,10 +69,12 @@ class FireEngine:
         host: Host,
         functions: FunctionRunner | None = None,
         core: MemberFireCore | None = None,
-        align_slice: int = ALIGN_SLICE,
+        align_slice: int = tuning.ALIGN_SLICE,
+        derive_slice: int = tuning.DERIVE_SLICE,
     ) -> None:
         """`core`: the fire core to run (a fresh one by default); `align_slice`: jobs the
-        core aligns a turn after a change of table or view."""
+        core aligns a turn after a change of table or view, `derive_slice`: weights of a
+        change's owner table a turn."""
         self.align_slice = align_slice
         self._align_posted = False
         self._runner = runner
@@ -104,7 +107,9 @@ class FireEngine:
         self._owned: frozenset[str] = frozenset()
         self._owned_dirty = False
         self._view: ClusterView | None = None
-        self._owners = OwnerChain(skips, settings.allowed_commands, self._post, WEIGH_SLICE)
+        self.owners = OwnerChain(
+            skips, settings.allowed_commands, self._post, tuning.WEIGH_SLICE, derive_slice
+        )
         self._jobs_known = False  # a job table came (update_jobs)
         # Called once (this thread) when every job is weighed while this member waits to
         # join (its view carries `joining`): the membership may create its node then.
@@ -138,7 +143,7 @@ class FireEngine:
             self._table = table.specs
             self._jobs_known = True
             if self._view is not None:
-                self._owners.note_refused(self._view, self._table, None)
+                self.owners.note_refused(self._view, self._table, None)
             self._weigh_before_joining()
             return self._aligned(self.core.table_changed(table, now, self.align_slice))
 
@@ -148,15 +153,17 @@ class FireEngine:
         session = view.session_id if view.connected else None
 
         def step(now: float) -> list[m.Action]:
-            moved = self._owners.follow(view, self._view, self._table)
-            table, active, me = self._owners.table, view.active, view.member_id
+            moved = self.owners.follow(view, self._view, self._table, self.update_view)
+            if isinstance(moved, Deriving):
+                return []  # its step comes again when its table is
+            table, active, me = self.owners.table, view.active, view.member_id
 
             def owns(name: str, spec: JobSpec) -> bool:
                 return active and table.job_owner(name, spec) == me
 
             self._view = view if session is not None else None
             if self._view is not None:
-                self._owners.note_refused(view, self._table, moved)
+                self.owners.note_refused(view, self._table, moved)
             self._weigh_before_joining()
             return self._aligned(
                 self.core.view_changed(session, owns, now, moved, self.align_slice)
@@ -178,7 +185,7 @@ class FireEngine:
 
     def _weigh_before_joining(self) -> None:
         if self.on_ready_to_join is not None and self._jobs_known:
-            self._owners.weigh_before_joining(self._view, self._table, self.on_ready_to_join)
+            self.owners.weigh_before_joining(self._view, self._table, self.on_ready_to_join)
 
     def session_lost(self) -> None:
         """The session may be lost (the membership's verdict): never reuse its locks, and
@@ -273,7 +280,7 @@ class FireEngine:
             steps.append(first)
         except queue.Empty:
             pass
-        while len(steps) < STEPS_PER_TURN:
+        while len(steps) < tuning.STEPS_PER_TURN:
             try:
                 more = self._queue.get_nowait()
             except queue.Empty:
@@ -301,7 +308,7 @@ class FireEngine:
             self._owned_dirty = False
             self._note_owned()
         if now >= self._next_chores:
-            self._next_chores = now + CHORES_INTERVAL
+            self._next_chores = now + tuning.CHORES_INTERVAL
             if self.core.session is not None and self.io.has_chores():
                 # off this thread: each write that cannot get through waits its timeout
                 self._background.submit(self.io.unwritten.flush)
@@ -320,13 +327,9 @@ class FireEngine:
             return
         taken, dropped = len(owned - self._owned), len(self._owned - owned)
         self._owned = owned
-        log.info(
-            "now owning %d jobs (%d taken over, %d dropped)",
-            len(owned),
-            taken,
-            dropped,
-            extra={"event": "owned", "owned": len(owned), "taken": taken, "dropped": dropped},
-        )
+        said = {"owned": len(owned), "taken": taken, "dropped": dropped}
+        text = "now owning %(owned)d jobs (%(taken)d taken over, %(dropped)d dropped)"
+        log.info(text, said, extra={"event": "owned", **said})
         self.triggers(self._intake.pending)
 
     def _send(self, sends: _Sends) -> None:
@@ -372,15 +375,9 @@ class FireEngine:
                         (job, instant), attempt, result, status, retry_at
                     )
                     self.io.note_attempt(job, instant, attempt, earlier)
-                    log.info(
-                        "%s: attempt %d %s; attempt %d in %.1fs",
-                        fire_key(job, instant),
-                        attempt,
-                        status,
-                        attempt + 1,
-                        retry_at - now,
-                        extra={"event": "retry", "job": job},
-                    )
+                    text = "%s: attempt %d %s; attempt %d in %.1fs"
+                    said = (fire_key(job, instant), attempt, status, attempt + 1, retry_at - now)
+                    log.info(text, *said, extra={"event": "retry", "job": job})
                 case m.WriteResult(job, instant, status, _reason, error):
                     result = self.commands.finals.pop((job, instant), None)
                     fields = self.attempts.final((job, instant), result, status, error)

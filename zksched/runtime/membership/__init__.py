@@ -8,7 +8,7 @@ the names below, nothing else of it."""
 from zksched.runtime.membership.clockprobe import ClockProbe
 from zksched.runtime.membership.cluster_membership import ClusterMembership
 from zksched.runtime.membership.job_watch import JobsSnapshot, JobTableWatcher, Trigger
-from zksched.runtime.membership.owner_chain import OwnerChain
+from zksched.runtime.membership.owner_chain import Deriving, OwnerChain
 from zksched.runtime.membership.trigger_intake import TriggerIntake
 from zksched.runtime.membership.view import ClusterView
 
@@ -16,6 +16,7 @@ __all__ = [
     "ClockProbe",
     "ClusterMembership",
     "ClusterView",
+    "Deriving",
     "JobTableWatcher",
     "JobsSnapshot",
     "OwnerChain",

@@ -1,6 +1,8 @@
 """The fire thread's own owner table (`OwnerChain`): derived from the last one on every
-cluster view, so that only the jobs a membership change moved are looked at again; weighed
-in full before this member joins; and the command allow-list refusals it implies.
+cluster view, so that only the jobs a membership change moved are looked at again, a slice
+per step (at a million jobs a derivation is a second or two of weighing: the thread's timers
+and fires go on meanwhile); weighed in full before this member joins; and the command
+allow-list refusals it implies.
 
 Runs on the fire engine's thread only (runtime/fire/engine.py): no locks.
 """
@@ -10,17 +12,35 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from zksched.core.allowlist import command_refusal
 from zksched.core.fire import model as m
 from zksched.core.jobspec import JobSpec
-from zksched.core.owners import OwnerTable
+from zksched.core.owners import OwnerTable, TableDerivation
 from zksched.runtime.membership.view import ClusterView
 from zksched.runtime.skips import SkipLog
 
 log = logging.getLogger("zksched.fire")
 
 Step = Callable[[float], list[m.Action]]  # run on the engine's thread at a time `now`
+Again = Callable[[ClusterView], None]  # posts the step of a view (anew)
+
+
+class Deriving:
+    """`follow`'s answer while the view's table is being derived: the view's step comes
+    again once it is (nothing changes meanwhile: the last table and view hold)."""
+
+
+DERIVING = Deriving()
+
+
+@dataclass
+class _Derivation:
+    view: ClusterView
+    work: TableDerivation
+    again: Again
+    table: OwnerTable | None = None  # complete, waiting for the view's step to take it
 
 
 class OwnerChain:
@@ -30,11 +50,16 @@ class OwnerChain:
         allowed_commands: tuple[str, ...] | None,
         post: Callable[[Step], None],
         weigh_slice: int,
+        derive_slice: int | None = None,
     ) -> None:
         """`post` queues a step on the engine's thread: a slice of `weigh_slice` jobs of the
-        weighing before joining."""
+        weighing before joining, or of about `derive_slice` weights of a derivation (None:
+        derived in the view's own step)."""
         self.table = OwnerTable()
         self._slice = weigh_slice
+        self._derive_slice = derive_slice
+        self._deriving: _Derivation | None = None
+        self._after: tuple[ClusterView, Again] | None = None  # the newest view meanwhile
         self._skips = skips
         self._allowed = allowed_commands
         self._post = post
@@ -45,17 +70,43 @@ class OwnerChain:
         self._weighed: Mapping[str, JobSpec] | None = None
         self._whole = False  # no table built afresh since the weighing began
 
+    @property
+    def deriving(self) -> bool:
+        """A view's table is being derived (its step waits for it)."""
+        return self._deriving is not None
+
     def follow(
-        self, view: ClusterView, last: ClusterView | None, jobs: Mapping[str, JobSpec]
-    ) -> frozenset[str] | None:
+        self,
+        view: ClusterView,
+        last: ClusterView | None,
+        jobs: Mapping[str, JobSpec],
+        again: Again | None = None,
+    ) -> frozenset[str] | Deriving | None:
         """Derive the table for `view` from the last one; the jobs this member gained or
         lost (None: any may have, e.g. it left the view it had: `last`).
-        `jobs`: the job table the engine aligns."""
-        members = view.table.members
-        if view.joining is not None:  # weighed as if joined: joining then moves little
-            members = (*members, view.joining)
-        previous = self.table
-        table = self.table = previous.with_members(members, focus=view.member_id)
+        `jobs`: the job table the engine aligns. With `again`, a derivation longer than a
+        slice goes on in steps of its own and `DERIVING` is the answer: `again(view)` once
+        it is done (a view that comes meanwhile waits for it, and only the newest)."""
+        running = self._deriving
+        if running is not None and (running.view is not view or running.table is None):
+            self._after = (view, again or (lambda _v: None))
+            return DERIVING
+        if running is not None and running.table is not None:
+            table, self._deriving = running.table, None
+        else:
+            members = view.table.members
+            if view.joining is not None:  # weighed as if joined: joining then moves little
+                members = (*members, view.joining)
+            work = TableDerivation(self.table, members, view.member_id, self._derive_slice)
+            derived = work.advance()
+            if derived is None and again is not None:
+                self._deriving = _Derivation(view, work, again)
+                self._post(self._derive)
+                return DERIVING
+            while derived is None:
+                derived = work.advance()
+            table = derived
+        previous, self.table = self.table, table
         if table is previous:
             moved: frozenset[str] | None = frozenset()
         elif table.derived_from == previous.generation:
@@ -69,7 +120,21 @@ class OwnerChain:
                 # it owned nothing while it waited: now the jobs the memo gives it, and
                 # every job of the table is in the memo (weighed before joining)
                 moved = table.weighed_for(view.member_id)
+        if self._after is not None:  # the newest view that came meanwhile: its turn
+            (newest, its_again), self._after = self._after, None
+            its_again(newest)
         return moved
+
+    def _derive(self, _now: float) -> list[m.Action]:
+        """A slice of the derivation under way; its view's step again once it is done."""
+        running = self._deriving
+        if running is not None and running.table is None:
+            running.table = running.work.advance()
+            if running.table is None:
+                self._post(self._derive)
+            else:
+                running.again(running.view)
+        return []
 
     def _joined(
         self, view: ClusterView, last: ClusterView | None, jobs: Mapping[str, JobSpec]
