@@ -10,6 +10,7 @@ import pytest
 
 from zksched.runtime import gcsteward
 from zksched.runtime.gcsteward import (
+    FROZEN_GROWTH,
     MAX_INTERVAL,
     MIN_INTERVAL,
     NO_AUTOMATIC_FULL_PASS,
@@ -197,3 +198,30 @@ def test_the_quiet_question_waits_for_the_spacing() -> None:
         assert asked.wait(5)
     finally:
         steward.stop()
+
+
+def test_a_pass_forced_by_time_leaves_the_frozen_alone_until_they_grew() -> None:
+    """A member that is never quiet: its forced passes collect what is new and do not walk
+    the frozen (a million jobs' worth: seconds), unless those grew by FROZEN_GROWTH."""
+    steward = GcSteward(lambda ahead: False)
+    try:
+        steward.collect()  # quiet pass: the baseline of frozen objects
+        frozen_cycle = Cycle()
+        steward.collect()
+        frozen_gone = weakref.ref(frozen_cycle)
+        del frozen_cycle  # garbage now, but frozen
+        young = Cycle()
+        young_gone = weakref.ref(young)
+        del young
+        assert not steward.frozen_grew()
+        steward.collect(give_back=False, unfreeze=False)
+        assert young_gone() is None  # what was made since the last freeze: collected
+        assert frozen_gone() is not None  # the frozen: not walked
+        kept = [Cycle() for _ in range(int(gc.get_freeze_count() * FROZEN_GROWTH) + 10)]
+        steward.collect(give_back=False, unfreeze=False)  # they survive: frozen
+        assert steward.frozen_grew()
+        steward.collect(give_back=False, unfreeze=steward.frozen_grew())
+        assert frozen_gone() is None and not steward.frozen_grew()
+        del kept
+    finally:
+        gc.unfreeze()

@@ -15,12 +15,18 @@ stay automatic and cheap) and runs them itself:
 - regardless, once `MAX_INTERVAL` seconds have passed, so a member that is never quiet
   still frees its garbage cycles.
 
-Each pass unfreezes, collects and freezes again: whatever survives a full pass is moved out
-of the collector's sight until the next one (`gc.freeze()`), so even young passes stay
-short, and nothing that became garbage is kept for longer than one interval. Then the C
-library is asked to give free heap back to the system (glibc's `malloc_trim`): a member
-that owned every job while it was alone and then handed most of them over keeps that
-memory otherwise.
+A pass at a quiet moment unfreezes, collects and freezes again: whatever survives it is
+moved out of the collector's sight until the next one (`gc.freeze()`), so even young passes
+stay short. Then the C library is asked to give free heap back to the system (glibc's
+`malloc_trim`): a member that owned every job while it was alone and then handed most of
+them over keeps that memory otherwise.
+
+A pass forced by time (the member is never quiet: e.g. a job fires every second) collects
+what was made since the last freeze and leaves the frozen alone: at a million jobs walking
+the frozen objects holds every thread for seconds, and the fires due meanwhile would be
+late or skipped. Only garbage cycles among frozen objects wait for a quiet pass; so that
+they cannot pile up on a member that is never quiet, a forced pass unfreezes too once the
+frozen objects are `FROZEN_GROWTH` more than after the last pass that unfroze.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ MIN_INTERVAL = 10.0
 MAX_INTERVAL = 300.0
 QUIET_AHEAD = 1.0
 PAUSE_SHARE = 0.01  # at most this share of the time in full passes (below MAX_INTERVAL)
+FROZEN_GROWTH = 0.25  # a forced pass unfreezes once the frozen grew this share (see above)
 LONG_PAUSE = 0.5  # seconds: a pass this long is said in the log (a member's probes wait)
 NO_AUTOMATIC_FULL_PASS = 1_000_000_000  # young passes before a full one: never, in practice
 
@@ -60,7 +67,10 @@ class GcSteward:
         self._thread: threading.Thread | None = None
         self._saved: tuple[int, int, int] | None = None
         self.passes = 0
-        self.last_pause = 0.0  # seconds
+        # the last pass that unfroze: how long it held everything (seconds, what the next
+        # quiet one will), and how many objects it left frozen
+        self.last_pause = 0.0
+        self._frozen = gc.get_freeze_count()
 
     def start(self) -> None:
         if self._thread is not None:
@@ -90,26 +100,33 @@ class GcSteward:
         waited = now - self._last
         return waited >= MAX_INTERVAL or (quiet and waited >= self.spacing())
 
-    def collect(self, give_back: bool = True) -> float:
-        """One full pass now (then free heap goes back to the system, if `give_back`);
-        returns how long everything was held."""
+    def collect(self, give_back: bool = True, unfreeze: bool = True) -> float:
+        """One full pass now (then free heap goes back to the system, if `give_back`; the
+        frozen objects are walked too if `unfreeze`); returns how long everything was
+        held."""
         started = time.perf_counter()
-        gc.unfreeze()
+        if unfreeze:
+            gc.unfreeze()
         gc.collect()
         gc.freeze()
         pause = time.perf_counter() - started
+        if unfreeze:
+            self._frozen, self.last_pause = gc.get_freeze_count(), pause
         if give_back:
             _give_back_free_heap()  # interpreter threads go on meanwhile (ctypes lets go)
         self._last = self._clock()
         self.passes += 1
-        self.last_pause = pause
         log.log(
             logging.INFO if pause >= LONG_PAUSE else logging.DEBUG,
             "full garbage collection: held every thread for %.1f ms",
             pause * 1000,
-            extra={"event": "gc", "pause_ms": round(pause * 1000, 1)},
+            extra={"event": "gc", "pause_ms": round(pause * 1000, 1), "unfroze": unfreeze},
         )
         return pause
+
+    def frozen_grew(self) -> bool:
+        """The frozen objects grew past `FROZEN_GROWTH` since the last pass that unfroze."""
+        return gc.get_freeze_count() > self._frozen * (1 + FROZEN_GROWTH)
 
     def _run(self) -> None:
         was_quiet = False
@@ -122,8 +139,10 @@ class GcSteward:
             except Exception:  # a question that fails is "not quiet"
                 quiet = False
             # quiet at two looks in a row: not a gap between two batches of a burst
-            if self.due(now, quiet and was_quiet):
-                self.collect(give_back=quiet and was_quiet)  # not in a pass forced by time
+            calm = quiet and was_quiet
+            if self.due(now, calm):
+                # forced by time: heap given back and frozen walked only when calm (above)
+                self.collect(give_back=calm, unfreeze=calm or self.frozen_grew())
                 quiet = False
             was_quiet = quiet
 
