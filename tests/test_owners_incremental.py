@@ -142,9 +142,10 @@ def test_ties_go_the_same_way_in_a_derived_table(
 def test_a_table_derived_in_slices_is_the_one_derived_at_once(
     start: list[Member], asked: list[Lookup], meanwhile: list[Lookup], change: Change, size: int
 ) -> None:
-    """Between slices the old table is still asked (jobs it had not weighed among them):
-    the derived table still answers every question as a fresh one, holds every entry the
-    old one came to hold, and `moved` names the jobs whose owner changed, those too."""
+    """Between slices, and until the derived table is taken, the old table is still asked
+    (jobs it had not weighed among them): the derived table still answers every question
+    as a fresh one, holds every entry the old one came to hold, and `moved` names the jobs
+    whose owner changed, those too."""
     base = OwnerTable(start)
     before = {q: q.ask(base) for q in asked}
     joining, leaving, _renewed = change
@@ -156,6 +157,9 @@ def test_a_table_derived_in_slices_is_the_one_derived_at_once(
             q = meanwhile.pop()
             before[q] = q.ask(base)
         derived = work.advance()
+    for q in meanwhile:  # done, but not taken yet: the base is still asked
+        before[q] = q.ask(base)
+    derived = work.advance()
     fresh = OwnerTable(current)
     after = {q: q.ask(fresh) for q in before}
     assert {q: q.ask(derived) for q in before} == after

@@ -20,7 +20,9 @@ table from the last one. A member that joins takes exactly the jobs whose weight
 beats their owner's (one hash per eligible job); the jobs of a member that left, and only
 they, are weighed again over everyone. Either way the result is the one a table built from
 scratch gives, byte for byte (a property test holds the two together), and the jobs whose
-owner changed come with it (`moved`), so a member reacts to those alone.
+owner changed come with it (`moved`), so a member reacts to those alone. The same
+derivation can go a slice at a time (`TableDerivation`), for a shell that must not hold its
+other work for a million weights.
 """
 
 from __future__ import annotations
@@ -253,6 +255,7 @@ class TableDerivation:
         self._result: OwnerTable | None = None
         self._copied = 0
         self._work: Iterator[bool] = iter(())
+        self._derives = False  # from the base's memo (not the base itself, nor afresh)
         if table == base:
             self._result = base
             return
@@ -261,15 +264,19 @@ class TableDerivation:
             return
         left = {i for i, m in base._by_id.items() if not _weighs_alike(m, table._by_id.get(i))}
         joined = [m for m in table._members if not _weighs_alike(m, base._by_id.get(m.member_id))]
-        table.derived_from = base.generation
+        table.derived_from, self._derives = base.generation, True
         # unchanged entries are the very tuples of the base: no million new ones a change
         table._memo = dict(base._memo)
         self._copied = len(table._memo)
         self._work = self._steps(left, joined)
 
     def advance(self) -> OwnerTable | None:
-        """Weigh one slice more; the derived table once complete (None: not yet)."""
-        if self._result is None and next(self._work, None) is None:
+        """Weigh one slice more; the derived table once complete (None: not yet). Asked
+        again once complete, it weighs what the base gained since: until the shell takes
+        the table, the base is still in use."""
+        if self._result is None and next(self._work, None) is not None:
+            return None
+        if self._derives:
             self._catch_up()
             self.table.moved = frozenset(self._moved)
             self._result = self.table
@@ -319,6 +326,7 @@ class TableDerivation:
         for key in list(itertools.islice(base, self._copied, None)):
             table._memo[key] = entry = table._weigh(key)
             self._note(key, base[key][0], entry[0])
+        self._copied = len(base)
 
     def _note(self, key: _MemoKey, was: str | None, owner: str | None) -> None:
         focus = self._focus

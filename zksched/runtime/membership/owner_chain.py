@@ -92,7 +92,8 @@ class OwnerChain:
             self._after = (view, again or (lambda _v: None))
             return DERIVING
         if running is not None and running.table is not None:
-            table, self._deriving = running.table, None
+            # what the last table weighed since the derivation was done counts too
+            table, self._deriving = running.work.advance() or running.table, None
         else:
             members = view.table.members
             if view.joining is not None:  # weighed as if joined: joining then moves little
