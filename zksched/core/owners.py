@@ -233,11 +233,12 @@ class TableDerivation:
     """`OwnerTable.with_members`, a slice at a time: the shell spreads a million jobs' worth
     of weighing over its turns, so that timers and fires due meanwhile are not held for it.
 
-    Each `advance` weighs about `weights` weights (None: everything at once) and returns the
-    derived table once it is complete, None until then. The base table stays the one in use
-    meanwhile, and lookups may add entries to its memo: those are weighed afresh at the end,
-    so the derived table still holds every entry the base held (a member weighed before
-    joining relies on that).
+    Each `advance` looks at `weights` of the memo's entries (None: every one at once: one
+    weight each for a member joining, the leavers' own weighed over everyone, about as many
+    weights in all) and returns the derived table once it is complete, None until then.
+    The base table stays the one in use meanwhile, and lookups may add entries to its memo:
+    those are weighed afresh when the table is asked for (until it is taken), so the derived
+    table holds every entry the base held (a member weighed before joining relies on that).
     """
 
     def __init__(
@@ -284,22 +285,20 @@ class TableDerivation:
 
     def _steps(self, left: set[str], joined: list[Member]) -> Iterator[bool]:
         """The work, one slice per item yielded."""
-        table, memo, base = self.table, self.table._memo, self.base._memo
+        table, memo = self.table, self.table._memo
+        # the memo's values change, its keys do not (the base's may): it is iterated across
+        # slices, each slice a share of it (a scan of a million entries is itself 0.3 s)
         if left:  # the leavers' jobs: weighed again over everyone
-            stale = [k for k, e in itertools.islice(base.items(), self._copied) if e[0] in left]
-            for keys in _chunks(stale, self._slice(len(table._members))):
-                for key in keys:
-                    memo[key] = entry = table._weigh(key)
-                    self._note(key, base[key][0], entry[0])
+            for chunk in _chunks(memo.items(), self._weights):
+                for key, (owner, _) in chunk:
+                    if owner in left:
+                        memo[key] = entry = table._weigh(key)
+                        self._note(key, owner, entry[0])
                 yield True
         for member in joined:  # one weight per job the newcomer may own
-            # values change, keys do not: the memo may be iterated across slices
-            for chunk in _chunks(memo.items(), self._slice(1)):
+            for chunk in _chunks(memo.items(), self._weights):
                 self._won_by(member, chunk)
                 yield True
-
-    def _slice(self, per_key: int) -> int | None:
-        return None if self._weights is None else max(1, self._weights // max(1, per_key))
 
     def _won_by(self, member: Member, chunk: Iterable[tuple[_MemoKey, _Best]]) -> None:
         """Give `member` (joining) each job of `chunk` whose weight for it beats the job's

@@ -154,8 +154,9 @@ class FireEngine:
 
         def step(now: float) -> list[m.Action]:
             moved = self.owners.follow(view, self._view, self._table, self.update_view)
-            if isinstance(moved, Deriving):
-                return []  # its step comes again when its table is
+            if isinstance(moved, Deriving):  # its step comes again when its table is (and
+                self._owned_dirty = False  # what is owned is said then, not in between)
+                return []
             table, active, me = self.owners.table, view.active, view.member_id
 
             def owns(name: str, spec: JobSpec) -> bool:
