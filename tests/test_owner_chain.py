@@ -8,6 +8,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from unittest import mock
 
+import pytest
+
 from tests.fire_shell import spec
 from zksched.core import owners
 from zksched.core.fire import model as m
@@ -225,3 +227,17 @@ def test_views_that_come_during_a_derivation_wait_and_only_the_newest_follows() 
         if OwnerTable(first.table.members).job_owner(n, s) == ME.member_id
     }
     assert moved == gained - had
+
+
+def test_a_view_followed_at_once_during_a_derivation_is_refused_not_dropped() -> None:
+    steps = Steps()
+    chain = OwnerChain(SkipLog(), None, steps.post, 300, derive_slice=500)
+    me = replace(ME, znode="new-900.0000000042")
+    start = view([*OTHERS, me], me.znode, None)
+    chain.follow(start, None, JOBS)
+    for name, job in JOBS.items():
+        chain.table.job_owner(name, job)
+    leave = view([*OTHERS[1:], me], me.znode, None)
+    assert isinstance(chain.follow(leave, start, JOBS, lambda _v: None), Deriving)
+    with pytest.raises(RuntimeError):
+        chain.follow(view([*OTHERS[2:], me], me.znode, None), start, JOBS)

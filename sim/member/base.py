@@ -35,7 +35,7 @@ RETRY = 0.5  # a failed membership read or write is sent again this long after
 # jobs aligned a turn: a few, so that the simulated members take and drop their jobs
 # over several turns, other events between them (the daemon's slice is larger)
 ALIGN_SLICE = 2
-DERIVE_SLICE = 3  # weights of a change's owner table a turn: derived over several turns too
+DERIVE_SLICE = 3  # entries of a change's owner table a turn: derived over several turns too
 CONCURRENCY = 10_000  # commands at once: never the limit here (a wait would widen the
 # claim-to-start window the checker allows)
 

@@ -73,8 +73,8 @@ class FireEngine:
         derive_slice: int = tuning.DERIVE_SLICE,
     ) -> None:
         """`core`: the fire core to run (a fresh one by default); `align_slice`: jobs the
-        core aligns a turn after a change of table or view, `derive_slice`: weights of a
-        change's owner table a turn."""
+        core aligns a turn after a change of table or view, `derive_slice`: entries of a
+        change's owner table derived a turn."""
         self.align_slice = align_slice
         self._align_posted = False
         self._runner = runner

@@ -13,7 +13,7 @@ CHORES_INTERVAL = 2.0  # seconds between retries of unwritten results and leftov
 # jobs takes a newer view (others joining) within a slice, not after all of them
 ALIGN_SLICE = 2000
 WEIGH_SLICE = 5000  # jobs weighed per turn before joining (300 members: about 0.5 s a slice)
-DERIVE_SLICE = 20_000  # weights per turn of a membership change's owner table (~20 ms)
+DERIVE_SLICE = 20_000  # owner-table entries per turn of a membership change (~30 ms)
 
 # run_actions.py: starting commands
 STARTERS = 4  # threads that start commands (a start waits for the kernel, not the GIL)

@@ -53,8 +53,8 @@ class OwnerChain:
         derive_slice: int | None = None,
     ) -> None:
         """`post` queues a step on the engine's thread: a slice of `weigh_slice` jobs of the
-        weighing before joining, or of about `derive_slice` weights of a derivation (None:
-        derived in the view's own step)."""
+        weighing before joining, or of `derive_slice` entries of a derivation (None: derived
+        in the view's own step)."""
         self.table = OwnerTable()
         self._slice = weigh_slice
         self._derive_slice = derive_slice
@@ -89,7 +89,9 @@ class OwnerChain:
         it is done (a view that comes meanwhile waits for it, and only the newest)."""
         running = self._deriving
         if running is not None and (running.view is not view or running.table is None):
-            self._after = (view, again or (lambda _v: None))
+            if again is None:  # it would wait with nothing to bring it back
+                raise RuntimeError("a view to follow at once while a derivation is under way")
+            self._after = (view, again)
             return DERIVING
         if running is not None and running.table is not None:
             # what the last table weighed since the derivation was done counts too
