@@ -166,17 +166,26 @@ def test_a_member_with_an_allow_list_looks_at_every_job_on_joining() -> None:
     assert chain.follow(view([*OTHERS, joined_me], joined_me.znode, None), waiting, JOBS) is None
 
 
+JOINED_ME = replace(ME, znode="new-900.0000000042")
+
+
+def joined_chain(weighed: int = len(JOBS)) -> tuple[Steps, OwnerChain, ClusterView]:
+    """A chain (derivations in slices of 500 entries) that followed a view with this member
+    joined, its first `weighed` jobs weighed (as the core aligns them); that view."""
+    steps = Steps()
+    chain = OwnerChain(SkipLog(), None, steps.post, 300, derive_slice=500)
+    start = view([*OTHERS, JOINED_ME], JOINED_ME.znode, None)
+    chain.follow(start, None, JOBS)
+    for name in list(JOBS)[:weighed]:
+        chain.table.job_owner(name, JOBS[name])
+    return steps, chain, start
+
+
 def test_a_change_derived_in_slices_holds_the_view_step_until_its_table_is_complete() -> None:
     """The engine's thread goes on between slices (timers, fires); the view's step comes
     again once its table is derived, and then moves what a derivation at once moves."""
-    steps = Steps()
-    chain = OwnerChain(SkipLog(), None, steps.post, 300, derive_slice=500)
-    me = replace(ME, znode="new-900.0000000042")
-    start = view([*OTHERS, me], me.znode, None)
-    chain.follow(start, None, JOBS)
-    names = list(JOBS)
-    for name in names[:1000]:  # the core has aligned half the jobs so far
-        chain.table.job_owner(name, JOBS[name])
+    steps, chain, start = joined_chain(1000)  # the core has aligned half the jobs so far
+    me, names = JOINED_ME, list(JOBS)
     again: list[ClusterView] = []
     leave = view([*OTHERS[1:], me], me.znode, None)
     assert isinstance(chain.follow(leave, start, JOBS, again.append), Deriving)
@@ -196,13 +205,8 @@ def test_a_change_derived_in_slices_holds_the_view_step_until_its_table_is_compl
 
 
 def test_views_that_come_during_a_derivation_wait_and_only_the_newest_follows() -> None:
-    steps = Steps()
-    chain = OwnerChain(SkipLog(), None, steps.post, 300, derive_slice=500)
-    me = replace(ME, znode="new-900.0000000042")
-    start = view([*OTHERS, me], me.znode, None)
-    chain.follow(start, None, JOBS)
-    for name, job in JOBS.items():
-        chain.table.job_owner(name, job)
+    steps, chain, start = joined_chain()
+    me = JOINED_ME
     again: list[ClusterView] = []
     first = view([*OTHERS[1:], me], me.znode, None)
     second = view([*OTHERS[2:], me], me.znode, None)
@@ -230,13 +234,8 @@ def test_views_that_come_during_a_derivation_wait_and_only_the_newest_follows() 
 
 
 def test_a_view_followed_at_once_during_a_derivation_is_refused_not_dropped() -> None:
-    steps = Steps()
-    chain = OwnerChain(SkipLog(), None, steps.post, 300, derive_slice=500)
-    me = replace(ME, znode="new-900.0000000042")
-    start = view([*OTHERS, me], me.znode, None)
-    chain.follow(start, None, JOBS)
-    for name, job in JOBS.items():
-        chain.table.job_owner(name, job)
+    _steps, chain, start = joined_chain()
+    me = JOINED_ME
     leave = view([*OTHERS[1:], me], me.znode, None)
     assert isinstance(chain.follow(leave, start, JOBS, lambda _v: None), Deriving)
     with pytest.raises(RuntimeError):
