@@ -150,7 +150,7 @@ def test_a_table_derived_in_slices_is_the_one_derived_at_once(
     before = {q: q.ask(base) for q in asked}
     joining, leaving, _renewed = change
     current = [m for m in start if m.member_id not in leaving] + joining
-    work = TableDerivation(base, current, weights=size)
+    work = TableDerivation(base, current, entries=size)
     derived = work.advance()
     while derived is None:
         if meanwhile:

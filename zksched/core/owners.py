@@ -145,11 +145,7 @@ class OwnerTable:
 
         `focus`: a member id; `moved` then holds only the jobs it gained or lost (what that
         member reacts to), not those that went from one other member to another."""
-        derivation = TableDerivation(self, members, focus)
-        table = derivation.advance()
-        while table is None:
-            table = derivation.advance()
-        return table
+        return TableDerivation(self, members, focus).finish()
 
     def job_owner(self, name: str, spec: JobSpec) -> str | None:
         """The member that owns job `name` as `spec` describes it (labels, kind, command,
@@ -233,7 +229,7 @@ class TableDerivation:
     """`OwnerTable.with_members`, a slice at a time: the shell spreads a million jobs' worth
     of weighing over its turns, so that timers and fires due meanwhile are not held for it.
 
-    Each `advance` looks at `weights` of the memo's entries (None: every one at once: one
+    Each `advance` looks at `entries` of the memo's entries (None: every one at once: one
     weight each for a member joining, the leavers' own weighed over everyone, about as many
     weights in all) and returns the derived table once it is complete, None until then.
     The base table stays the one in use meanwhile, and lookups may add entries to its memo:
@@ -246,17 +242,16 @@ class TableDerivation:
         base: OwnerTable,
         members: Iterable[Member],
         focus: str | None = None,
-        weights: int | None = None,
+        entries: int | None = None,
     ) -> None:
         self.base = base
         self.table = table = OwnerTable(members)
         self._focus = focus
-        self._weights = weights
+        self._slice = entries
         self._moved: list[str] = []
         self._result: OwnerTable | None = None
         self._copied = 0
         self._work: Iterator[bool] = iter(())
-        self._derives = False  # from the base's memo (not the base itself, nor afresh)
         if table == base:
             self._result = base
             return
@@ -265,7 +260,7 @@ class TableDerivation:
             return
         left = {i for i, m in base._by_id.items() if not _weighs_alike(m, table._by_id.get(i))}
         joined = [m for m in table._members if not _weighs_alike(m, base._by_id.get(m.member_id))]
-        table.derived_from, self._derives = base.generation, True
+        table.derived_from = base.generation  # from the base's memo (see `advance`)
         # unchanged entries are the very tuples of the base: no million new ones a change
         table._memo = dict(base._memo)
         self._copied = len(table._memo)
@@ -277,11 +272,23 @@ class TableDerivation:
         the table, the base is still in use."""
         if self._result is None and next(self._work, None) is not None:
             return None
-        if self._derives:
+        if self.table.derived_from is not None:  # not the base itself, nor weighed afresh
             self._catch_up()
             self.table.moved = frozenset(self._moved)
             self._result = self.table
         return self._result
+
+    @property
+    def done(self) -> bool:
+        """Every slice is weighed (`advance` now gives the table)."""
+        return self._result is not None
+
+    def finish(self) -> OwnerTable:
+        """Every slice left at once; the derived table."""
+        table = self.advance()
+        while table is None:
+            table = self.advance()
+        return table
 
     def _steps(self, left: set[str], joined: list[Member]) -> Iterator[bool]:
         """The work, one slice per item yielded."""
@@ -289,14 +296,14 @@ class TableDerivation:
         # the memo's values change, its keys do not (the base's may): it is iterated across
         # slices, each slice a share of it (a scan of a million entries is itself 0.3 s)
         if left:  # the leavers' jobs: weighed again over everyone
-            for chunk in _chunks(memo.items(), self._weights):
+            for chunk in _chunks(memo.items(), self._slice):
                 for key, (owner, _) in chunk:
                     if owner in left:
                         memo[key] = entry = table._weigh(key)
                         self._note(key, owner, entry[0])
                 yield True
         for member in joined:  # one weight per job the newcomer may own
-            for chunk in _chunks(memo.items(), self._weights):
+            for chunk in _chunks(memo.items(), self._slice):
                 self._won_by(member, chunk)
                 yield True
 

@@ -154,9 +154,9 @@ class FireEngine:
 
         def step(now: float) -> list[m.Action]:
             moved = self.owners.follow(view, self._view, self._table, self.update_view)
-            if isinstance(moved, Deriving):  # its step comes again when its table is (and
-                self._owned_dirty = False  # what is owned is said then, not in between)
-                return []
+            if isinstance(moved, Deriving):
+                return []  # its step comes again when its table is: it changes what we own
+            self._owned_dirty = True
             table, active, me = self.owners.table, view.active, view.member_id
 
             def owns(name: str, spec: JobSpec) -> bool:
@@ -170,7 +170,7 @@ class FireEngine:
                 self.core.view_changed(session, owns, now, moved, self.align_slice)
             )
 
-        self._post_change(step)
+        self._post(step)
 
     def _aligned(self, actions: list[m.Action]) -> list[m.Action]:
         """The core aligns its jobs a slice a turn: the rest waits behind what is queued."""

@@ -38,9 +38,8 @@ DERIVING = Deriving()
 @dataclass
 class _Derivation:
     view: ClusterView
-    work: TableDerivation
+    work: TableDerivation  # done: waiting for the view's step to take its table
     again: Again
-    table: OwnerTable | None = None  # complete, waiting for the view's step to take it
 
 
 class OwnerChain:
@@ -88,27 +87,24 @@ class OwnerChain:
         slice goes on in steps of its own and `DERIVING` is the answer: `again(view)` once
         it is done (a view that comes meanwhile waits for it, and only the newest)."""
         running = self._deriving
-        if running is not None and (running.view is not view or running.table is None):
+        if running is not None and (running.view is not view or not running.work.done):
             if again is None:  # it would wait with nothing to bring it back
                 raise RuntimeError("a view to follow at once while a derivation is under way")
             self._after = (view, again)
             return DERIVING
-        if running is not None and running.table is not None:
-            # what the last table weighed since the derivation was done counts too
-            table, self._deriving = running.work.advance() or running.table, None
+        if running is not None:  # its view's step, again: the derived table is taken now
+            work, self._deriving = running.work, None
         else:
             members = view.table.members
             if view.joining is not None:  # weighed as if joined: joining then moves little
                 members = (*members, view.joining)
             work = TableDerivation(self.table, members, view.member_id, self._derive_slice)
-            derived = work.advance()
-            if derived is None and again is not None:
+            if again is not None and work.advance() is None:
                 self._deriving = _Derivation(view, work, again)
                 self._post(self._derive)
                 return DERIVING
-            while derived is None:
-                derived = work.advance()
-            table = derived
+        # asked once more: what the last table weighed since the derivation was done counts
+        table = work.finish()
         previous, self.table = self.table, table
         if table is previous:
             moved: frozenset[str] | None = frozenset()
@@ -131,9 +127,8 @@ class OwnerChain:
     def _derive(self, _now: float) -> list[m.Action]:
         """A slice of the derivation under way; its view's step again once it is done."""
         running = self._deriving
-        if running is not None and running.table is None:
-            running.table = running.work.advance()
-            if running.table is None:
+        if running is not None and not running.work.done:
+            if running.work.advance() is None:
                 self._post(self._derive)
             else:
                 running.again(running.view)
