@@ -12,6 +12,7 @@ from typing import Any
 
 from zksched.core.firekey import parse_utc
 from zksched.core.jobspec import JobSpec, JobSpecError
+from zksched.core.jobspec.twins import SpecTwins
 from zksched.core.names import name_problem
 
 
@@ -148,8 +149,9 @@ def unreadable_record(problem: str, original: object = None) -> dict[str, str]:
     return record
 
 
-def parse_stored(stored: StoredJob) -> JobEntry:
-    """Validate a stored record like a job file would be; a bad one disables only its job."""
+def parse_stored(stored: StoredJob, twins: SpecTwins | None = None) -> JobEntry:
+    """Validate a stored record like a job file would be; a bad one disables only its job.
+    `twins`: one table's read, whose records mostly share a shape (the same result)."""
     problem = name_problem(stored.name, "job name")
     if problem:
         return JobEntry(stored.name, None, problem, stored.updated_at)
@@ -158,7 +160,7 @@ def parse_stored(stored: StoredJob) -> JobEntry:
         why = str(record[UNREADABLE_KEY])[:200]
         return JobEntry(stored.name, None, f"its stored record is unreadable: {why}", "")
     try:
-        spec = JobSpec.from_record(stored.record)
+        spec = (twins or JobSpec).from_record(stored.record)
     except JobSpecError as exc:
         text = "; ".join(str(p.message) for p in exc.problems) or str(exc)
         return JobEntry(stored.name, None, f"invalid job record: {text}", stored.updated_at)
@@ -174,7 +176,9 @@ def parse_stored(stored: StoredJob) -> JobEntry:
     return JobEntry(stored.name, spec, None, stored.updated_at)
 
 
-def parse_stored_again(stored: StoredJob, before: JobEntry | None) -> JobEntry:
+def parse_stored_again(
+    stored: StoredJob, before: JobEntry | None, twins: SpecTwins | None = None
+) -> JobEntry:
     """`parse_stored`, or the entry parsed before when the job is stored as it was (its
     record exactly what that spec writes, the same `updated_at`): a change to a large table
     rewrites most of its buckets, and a daemon keeps its specs for the jobs left as they
@@ -187,7 +191,7 @@ def parse_stored_again(stored: StoredJob, before: JobEntry | None) -> JobEntry:
         and stored.record == before.spec.to_record()
     ):
         return before
-    return parse_stored(stored)
+    return parse_stored(stored, twins)
 
 
 @dataclass

@@ -21,6 +21,7 @@ from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState
 
+from zksched.core.jobspec.twins import SpecTwins
 from zksched.core.jobtable import JobEntry, parse_stored_again
 from zksched.zk.connection import wait
 from zksched.zk.jobstore import ConcurrentChange, CorruptTable, JobStore, TableRoot
@@ -158,12 +159,13 @@ class JobTableWatcher:
                 return
             wanted = {b for b in root.buckets if b and b not in self._parsed}
             before = self.snapshot.entries
+            twins = SpecTwins()
             # parsed as each comes: one bucket's decoded records in memory at a time (a
             # bucket parsed before a failure stays cached: blobs never change)
             for blob, (jobs, error) in self._store.read_blobs(root, wanted):
                 parsed: dict[str, JobEntry] = {}
                 for name, stored in jobs.items():
-                    entry = parse_stored_again(stored, before.get(name))
+                    entry = parse_stored_again(stored, before.get(name), twins)
                     parsed[entry.name] = entry  # the entry's own name: one string a job
                 self._parsed[blob] = parsed
                 if error:  # logged as read
