@@ -20,6 +20,7 @@ from zksched.core.fire.stages import (
     check_phase_move,
 )
 from zksched.core.jobspec import JobSpec
+from zksched.core.names import JobNames
 
 JOBS = [f"job-{i}" for i in range(12)]
 TABLE: dict[str, tuple[JobSpec, float]] = {
@@ -177,3 +178,16 @@ def test_a_stop_forgets_dormant_jobs_at_once_and_gives_back_what_is_held() -> No
     out = core.stop(driver.now)
     assert core.dormant == 0 and core.owned() == [] and not core.aligning
     assert [a.job for a in out if isinstance(a, m.GiveBackLease)] == ["zz-busy"]
+
+
+def test_moved_names_are_aligned_in_the_order_they_came_a_plain_set_sorted() -> None:
+    """`JobNames` (what an owner table's change gives) in its own order, so that a member
+    taking a million moved jobs does not sort them first; any other set sorted. Either way
+    one order, whatever the hash seed: a run can be replayed."""
+    came = ["job-7", "job-2", "job-11", "job-0"]
+    for moved, first in ((JobNames(came), came[:2]), (frozenset(came), sorted(came)[:2])):
+        core, _ = core_owning(set())
+        core.view_changed(SESSION, lambda name, _spec: name in came, T0, moved, 2)
+        assert core.owned() == sorted(first)  # the first two aligned, the others queued
+        core.align(T0, None)
+        assert core.owned() == sorted(came)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zksched.core.names import NAME_PATTERN, is_valid_name, name_problem, parse_label
+from zksched.core.names import NAME_PATTERN, JobNames, is_valid_name, name_problem, parse_label
 
 REFUSED = [
     pytest.param("../etc", id="parent-traversal"),
@@ -118,3 +118,11 @@ def test_labels_parse(text: str, expected: tuple[str, str]) -> None:
 def test_bad_labels_are_refused(text: str, why: str) -> None:
     with pytest.raises(ValueError, match=why):
         parse_label(text)
+
+
+@given(st.lists(st.sampled_from("abcdefg"), max_size=20))
+def test_job_names_are_a_set_that_keeps_the_order_each_first_came_in(names: list[str]) -> None:
+    found = JobNames(names)
+    assert found == set(names) and len(found) == len(set(names))
+    assert found.in_order == tuple(dict.fromkeys(names))
+    assert (found & {"a"}) == ({"a"} & set(names))

@@ -213,6 +213,9 @@ def test_a_join_moves_only_what_the_newcomer_wins() -> None:
     assert new.moved == {job for job in jobs if new.owner(job) != owners[job]}
     assert {new.owner(job) for job in new.moved} == {newcomer.member_id}
     assert 3_000 / 11 * 0.7 < len(new.moved) < 3_000 / 11 * 1.3  # about jobs / members
+    # in the order the jobs were first weighed (a replay's), not a set's
+    assert new.moved is not None
+    assert new.moved.in_order == tuple(job for job in jobs if job in new.moved)
 
 
 def test_a_leave_moves_only_the_leavers_jobs() -> None:

@@ -37,6 +37,7 @@ import mmh3
 from zksched.core.jobspec import JobSpec
 from zksched.core.jobspec.frozenmap import EMPTY_MAP
 from zksched.core.members import Member, sequence_of
+from zksched.core.names import JobNames
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 # (job, labels, program, env names, function, apps only): what eligibility depends on
@@ -120,7 +121,7 @@ class OwnerTable:
         # the table this one was derived from, and the jobs whose owner changed since it
         # (None: built from scratch, anything may have moved)
         self.derived_from: int | None = None
-        self.moved: frozenset[str] | None = None
+        self.moved: JobNames | None = None
 
     @property
     def members(self) -> tuple[Member, ...]:
@@ -208,10 +209,10 @@ class OwnerTable:
                 best = (member.member_id, w)
         return best
 
-    def weighed_for(self, member_id: str) -> frozenset[str]:
+    def weighed_for(self, member_id: str) -> JobNames:
         """The jobs weighed so far (asked about, or carried from the table this one was
-        derived from) whose owner is `member_id`."""
-        return frozenset(
+        derived from) whose owner is `member_id`, in the order they were weighed."""
+        return JobNames(
             key if isinstance(key, str) else key[0]
             for key, (owner, _) in self._memo.items()
             if owner == member_id
@@ -274,7 +275,7 @@ class TableDerivation:
             return None
         if self.table.derived_from is not None:  # not the base itself, nor weighed afresh
             self._catch_up()
-            self.table.moved = frozenset(self._moved)
+            self.table.moved = JobNames(self._moved)
             self._result = self.table
         return self._result
 

@@ -31,6 +31,7 @@ from zksched.core.fire.dormancy import DormantJobs
 from zksched.core.fire.job import JobFireMachine, JobPhase
 from zksched.core.fire.state import _latest, _utc, due_of, plan_lower
 from zksched.core.jobspec import JobSpec
+from zksched.core.names import JobNames
 from zksched.core.schedule import ScheduleError
 
 Owns = Callable[[str, JobSpec], bool]
@@ -111,7 +112,8 @@ class MemberFireCore:
         `not-connected`), but nothing is claimed or started.
 
         `moved`: the only jobs whose owner can have changed since the last view (the same
-        session, a table derived from the last one); None: any job may have moved.
+        session, a table derived from the last one), aligned in their order if `JobNames`,
+        else sorted; None: any job may have moved.
         `limit`: align at most that many jobs now (None: all of them)."""
         out: list[m.Action] = []
         renewed = session != self._session
@@ -231,11 +233,14 @@ class MemberFireCore:
             self._sweep_over(self._in_hand_first(names))
         else:
             in_hand = [n for n in self._in_hand() if n in moved]
-            # one order whatever the set's: a run can be replayed
-            for name in itertools.chain(in_hand, sorted(moved)):
-                if name not in self._moving:
-                    self._moving.add(name)
-                    self._moved.append(name)
+            # one order whatever the set's, so that a run can be replayed: the one the
+            # names came in, or theirs sorted
+            ordered = moved.in_order if isinstance(moved, JobNames) else sorted(moved)
+            fresh = dict.fromkeys(itertools.chain(in_hand, ordered))
+            if self._moving:  # what is queued already keeps its place
+                fresh = dict.fromkeys(n for n in fresh if n not in self._moving)
+            self._moving.update(fresh)
+            self._moved.extend(fresh)
 
     def _in_hand(self) -> list[str]:
         """The jobs whose machines hold a fire or the lease, by name (not dict order: it

@@ -326,7 +326,8 @@ class FireEngine:
         owned = self.core.owned_set()
         if owned == self._owned:
             return
-        taken, dropped = len(owned - self._owned), len(self._owned - owned)
+        taken = len(owned - self._owned)
+        dropped = len(self._owned) - (len(owned) - taken)  # what was owned and is not
         self._owned = owned
         said = {"owned": len(owned), "taken": taken, "dropped": dropped}
         text = "now owning %(owned)d jobs (%(taken)d taken over, %(dropped)d dropped)"
