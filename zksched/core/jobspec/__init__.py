@@ -9,8 +9,9 @@ The canonical record (`JobSpec.to_record`) holds every key, durations as canonic
 and `content_hash` the start of its SHA-256, so equal specs hash equally on every host.
 
 The parts: `spec` (JobSpec and its record), `fields` (the keys, their limits, one check per
-key), `jobfile` (reading and parsing a job file), `problems` (SpecProblem, JobSpecError) and
-`frozenmap` (the read-only map of labels and env). Import from here.
+key), `jobfile` (reading and parsing a job file), `problems` (SpecProblem, JobSpecError),
+`frozenmap` (the read-only map of labels and env), `twins` (a table's records that differ
+only in name and schedule, checked once). Import from here.
 """
 
 from zksched.core.jobspec.fields import (
