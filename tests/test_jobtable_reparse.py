@@ -65,3 +65,20 @@ def test_what_it_gives_is_what_a_fresh_parse_gives(
     before = parse_stored(stored(old))
     now = stored(new, stamp)
     assert parse_stored_again(now, before) == parse_stored(now)
+
+
+def test_the_fire_table_holds_the_runnable_jobs_alone() -> None:
+    """`name in` a FireTable (and its specs) is `name` among the runnable entries: a job
+    disabled by a bad record, or not in the table, is not in it."""
+    from zksched.core.jobtable import FireTable
+
+    good = parse_stored(stored(JobSpec("good", "0 2 * * *", ("/bin/true",))))
+    bad = parse_stored(StoredJob("bad", {"name": "bad", "format": 1}, STAMP))
+    table = FireTable({"good": good, "bad": bad})
+    assert bad.spec is None
+    assert "good" in table and "good" in table.specs
+    for name in ("bad", "missing"):
+        assert name not in table and name not in table.specs
+        assert table.get(name) is None
+    assert list(table) == ["good"] and len(table) == 1
+    assert table["good"] == (good.spec, table.changed(STAMP))

@@ -59,6 +59,11 @@ class RunnableSpecs(Mapping[str, JobSpec]):
             raise KeyError(name)
         return spec
 
+    def __contains__(self, name: object) -> bool:
+        # not Mapping's (a KeyError raised for each name not runnable): asked a job at a time
+        entry = self._entries.get(name)  # type: ignore[call-overload]
+        return entry is not None and entry.spec is not None
+
     def __iter__(self) -> Iterator[str]:
         return (name for name, e in self._entries.items() if e.spec is not None)
 
@@ -104,6 +109,9 @@ class FireTable(Mapping[str, tuple[JobSpec, float]]):
         if entry is None or entry.spec is None:
             return default
         return entry.spec, self.changed(entry.updated_at)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.specs  # not Mapping's, which makes the pair to throw it away
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.specs)
