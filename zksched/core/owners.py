@@ -312,8 +312,6 @@ class TableDerivation:
         """Give `member` (joining) each job of `chunk` whose weight for it beats the job's
         entry."""
         memo, base, mid = self.table._memo, self.base._memo, member.member_id
-        # `weight`, unrolled: a million of them a join (the same bytes hashed)
-        tail, hash128 = f"\x00{mid}", mmh3.hash128
         for key, (owner, top) in chunk:
             if isinstance(key, str):
                 job = key
@@ -321,7 +319,7 @@ class TableDerivation:
                 job = key[0]
             else:
                 continue
-            w = hash128((job + tail).encode(), seed=0, x64arch=True, signed=False)
+            w = weight(job, mid)
             # an exact tie goes to the larger id, as in `_weigh`
             if w > top or (w == top and owner is not None and mid > owner):
                 memo[key] = (mid, w)

@@ -36,7 +36,6 @@ from zksched.core.schedule import ScheduleError
 
 Owns = Callable[[str, JobSpec], bool]
 FIRSTS_KEPT = 100_000  # (schedule, catch-up bound) pairs remembered by _first_after
-_UNKNOWN = object()  # not remembered by _first_after
 
 
 def _owns_nothing(_job: str, _spec: JobSpec) -> bool:
@@ -151,12 +150,9 @@ class MemberFireCore:
     def align(self, now: float, limit: int | None) -> list[m.Action]:
         """Align up to `limit` jobs (None: every one left) with the table and view."""
         out: list[m.Action] = []
-        jobs = self.jobs
         for name in itertools.islice(self._left_to_align(), limit):
             out += self._align_name(name, now)
-            machine = jobs.get(name)  # `_forget_if_idle`, a million times a takeover
-            if machine is not None and machine.idle:
-                self._drop(name, machine)
+            self._forget_if_idle(name)
         if not self.aligning:
             self._sweep, self._swept = [], 0
             self._forget()
@@ -328,7 +324,7 @@ class MemberFireCore:
         ):
             return None
         since = self._last_active.get(name)
-        lower = updated_at if since is None else plan_lower(spec, updated_at, since)
+        lower = plan_lower(spec, updated_at, since)
         until = now - spec.jitter
         if spec.jitter <= 0 and lower < until:
             # no instant in (lower, until] (nothing to catch up) exactly when the first one
@@ -350,16 +346,14 @@ class MemberFireCore:
     def _first_after(self, spec: JobSpec, lower: float) -> float | None:
         """The job's first instant after `lower` (epoch seconds), None if none comes."""
         key = (spec.schedule, spec.timezone, lower)  # what schedule_obj is parsed from
-        first = self._firsts.get(key, _UNKNOWN)
-        if first is _UNKNOWN:
+        if key not in self._firsts:
             if len(self._firsts) >= FIRSTS_KEPT:
                 self._firsts.clear()
             try:
-                first = spec.schedule_obj.next_fire(_utc(lower)).timestamp()
+                self._firsts[key] = spec.schedule_obj.next_fire(_utc(lower)).timestamp()
             except ScheduleError:
-                first = None
-            self._firsts[key] = first
-        return first  # type: ignore[return-value]
+                self._firsts[key] = None
+        return self._firsts[key]
 
     def _wake(self, name: str, now: float) -> list[m.Action]:
         """A dormant job gets its machine: its next fire comes near, or an event is for it."""

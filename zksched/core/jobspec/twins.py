@@ -3,11 +3,11 @@
 A table of a million jobs is written by a program: most records are the same but for the
 job's name and its schedule. `SpecTwins.from_record` checks a record in full
 (`JobSpec.from_record`) unless it equals one of the last few it accepted but for those two;
-then the result is a copy of that spec with the record's own name and schedule, which goes
-through every check that depends on them (the schedule's, the name's, the checks across
-fields, the size). Either way it is the spec, or the error, that `JobSpec.from_record` gives
-for the same record: a property test holds the two together. Twins share their command,
-labels and env (immutable).
+then the result is built from that spec's checked values with the record's own name and
+schedule (`JobSpec._from_checked`, as a full check ends), through every check that depends
+on them (the schedule's, the name's, the checks across fields, the size). Either way it is
+the spec, or the error, that `JobSpec.from_record` gives for the same record: a property
+test holds the two together. Twins share their command, labels and env (immutable).
 
 For records as JSON decodes them (plain dicts, lists, strings, numbers): the comparison is
 Python's `==`, told apart only by type where JSON's values meet (true is 1, 1 is 1.0).
@@ -18,33 +18,26 @@ from __future__ import annotations
 from typing import Any
 
 from zksched.core.jobspec.fields import _CHECKS
-from zksched.core.jobspec.problems import _Bad
+from zksched.core.jobspec.problems import JobSpecError, _Bad
 from zksched.core.jobspec.spec import JobSpec, _field_defaults
 
-_OWN = ("name", "schedule")  # what a twin has of its own
 _check_schedule = _CHECKS["schedule"]
-# JobSpec's slots, set directly (a frozen dataclass's own setattr refuses; this is a new
-# spec, being built): what a twin shares, and what is its own or computed from it
-_SLOTS = {key: JobSpec.__dict__[key] for key, _ in _field_defaults()}
-_OWN_SETTERS = tuple(_SLOTS[key].__set__ for key in (*_OWN, "_schedule", "_content_hash"))
-_SHARED = tuple(
-    (slot.__set__, slot.__get__)
-    for key, slot in _SLOTS.items()
-    if key not in _OWN and not key.startswith("_")
-)
-assert len(_SHARED) + len(_OWN_SETTERS) == len(_SLOTS)
 _NUMBERS = (int, float, bool)  # equal across types: each compared by type too
 
 
 class _Template:
-    """An accepted record (with its spec), and what a record must match to be its twin."""
+    """An accepted record, its spec's checked values, and what a record must match to be
+    its twin."""
 
-    __slots__ = ("_probe", "_typed", "spec")
+    __slots__ = ("_probe", "_typed", "values")
 
     def __init__(self, record: dict[str, Any], spec: JobSpec) -> None:
         self._probe = dict(record)  # its name and schedule are overwritten by each probe
         self._typed = tuple((k, type(v)) for k, v in record.items() if type(v) in _NUMBERS)
-        self.spec = spec
+        # what `JobSpec._from_checked` takes, but the name; what is computed from a spec
+        # (its parsed schedule, its hash) is a twin's own
+        shared = [k for k, _ in _field_defaults() if k[0] != "_" and k != "name"]
+        self.values = {k: getattr(spec, k) for k in shared}
 
     def matches(self, record: dict[str, Any], name: str, schedule: str) -> bool:
         probe = self._probe
@@ -90,22 +83,15 @@ class SpecTwins:
             if template.matches(record, name, schedule):
                 if i:
                     templates.insert(0, templates.pop(i))
-                return _renamed(template.spec, name, schedule)
+                return _renamed(template.values, name, schedule)
         return None
 
 
-def _renamed(twin: JobSpec, name: str, schedule: str) -> JobSpec | None:
-    """`twin` with this name and schedule, if both pass; None if not (the caller checks
-    the record in full, for the problems' own words)."""
+def _renamed(values: dict[str, Any], name: str, schedule: str) -> JobSpec | None:
+    """The spec of these checked `values` with this name and schedule, if both pass (the
+    checks across fields and the size are `_from_checked`'s); None if not: the caller
+    checks the record in full, for the problems' own words."""
     try:
-        checked = _check_schedule(schedule)
-    except _Bad:
+        return JobSpec._from_checked(name, {**values, "schedule": _check_schedule(schedule)})
+    except (_Bad, JobSpecError):
         return None
-    spec = object.__new__(JobSpec)
-    for put, get in _SHARED:
-        put(spec, get(twin))
-    for put, value in zip(_OWN_SETTERS, (name, checked, None, None), strict=True):
-        put(spec, value)
-    if spec._whole_problems(fields_ok=True):
-        return None
-    return spec
