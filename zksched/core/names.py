@@ -1,4 +1,5 @@
-"""Names that end up in znode paths: job names and cluster ids share one rule."""
+"""Names that end up in znode paths (job names and cluster ids share one rule), and sets of
+job names that keep their order (`JobNames`)."""
 
 from __future__ import annotations
 
