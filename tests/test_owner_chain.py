@@ -14,9 +14,15 @@ from tests.fire_shell import spec
 from zksched.core import owners
 from zksched.core.fire import model as m
 from zksched.core.jobspec import JobSpec
+from zksched.core.jobtable import JobEntry
 from zksched.core.members import Member
 from zksched.core.owners import OwnerTable
-from zksched.runtime.membership import ClusterView, Deriving, OwnerChain
+from zksched.runtime.clock import Clock
+from zksched.runtime.fire.engine import FireEngine
+from zksched.runtime.fire.run_actions import FireSettings
+from zksched.runtime.host import ThreadHost
+from zksched.runtime.membership import ClusterView, Deriving, JobsSnapshot, OwnerChain
+from zksched.runtime.run import CommandRunner
 from zksched.runtime.skips import SkipLog
 
 OTHERS = [Member(f"host{i}-{100 + i}", znode=f"host{i}-{100 + i}.{i:010d}") for i in range(20)]
@@ -67,7 +73,7 @@ def test_a_weighed_member_joins_with_one_weight_per_job_and_owns_what_scratch_sa
     assert chain.follow(waiting, None, JOBS) is None
     chain.weigh_before_joining(waiting, JOBS, ready)
     chain.weigh_before_joining(waiting, JOBS, ready)  # once: a second call queues nothing
-    assert steps.run_all() == 7  # 2,000 jobs in slices of 300
+    assert steps.run_all() == 8  # 2,000 jobs in slices of 300, then the join
     ready.assert_called_once_with()
 
     joined_me = replace(ME, znode="new-900.0000000042")
@@ -81,6 +87,50 @@ def test_a_weighed_member_joins_with_one_weight_per_job_and_owns_what_scratch_sa
     assert mine == {n for n, s in JOBS.items() if scratch.job_owner(n, s) == ME.member_id}
     assert mine  # its share, labelled jobs included
     assert moved == mine  # what it joined with: its share, not a look at every job
+
+
+def test_a_weighed_member_joins_only_once_the_fire_core_is_done_aligning() -> None:
+    steps, ready, busy = Steps(), mock.Mock(), [True, True, True]
+    chain = OwnerChain(SkipLog(), None, steps.post, 5000)
+    waiting = view(OTHERS, None, ME)
+    chain.follow(waiting, None, JOBS)
+    chain.weigh_before_joining(waiting, JOBS, ready, lambda: bool(busy) and busy.pop())
+    steps.queued.pop(0)(0.0)  # every job weighed in one slice
+    for _ in range(3):  # the core still aligns: asked again each turn, not joined
+        steps.queued.pop(0)(0.0)
+        assert not ready.called and len(steps.queued) == 1
+    steps.run_all()
+    ready.assert_called_once_with()
+
+
+def test_the_engine_joins_after_its_table_is_aligned_and_then_moves_its_share_alone() -> None:
+    """Joined while it aligned the table (a slice a turn), the rest of that sweep would come
+    after its share, looked at under the new view: at a million jobs, seconds."""
+    engine = FireEngine(
+        mock.MagicMock(),
+        CommandRunner(),
+        SkipLog(),
+        FireSettings("test", ME.member_id),
+        ThreadHost(Clock()),
+        align_slice=100,  # 2,000 jobs: 20 turns, the weighing one
+    )
+    aligning_at_ready: list[bool] = []
+    engine.on_ready_to_join = lambda: aligning_at_ready.append(engine.core.aligning)
+    stamp = "2026-03-01T00:00:00Z"
+    entries = {n: JobEntry(n, s, None, stamp) for n, s in JOBS.items()}
+    engine.update_jobs(JobsSnapshot(1, entries))
+    waiting = view(OTHERS, None, ME)
+    engine.update_view(waiting)
+    for _ in range(40):
+        engine.turn(0.0)
+    assert aligning_at_ready == [False]
+    calls: list[object] = []
+    engine.core.view_changed = lambda *args: calls.append(args[3]) or []  # type: ignore[method-assign]
+    joined_me = replace(ME, znode="new-900.0000000042")
+    engine.update_view(view([*OTHERS, joined_me], joined_me.znode, None))
+    engine.turn(0.0)
+    scratch = OwnerTable([*OTHERS, joined_me])
+    assert calls == [{n for n, s in JOBS.items() if scratch.job_owner(n, s) == ME.member_id}]
 
 
 def weighed_while_waiting(

@@ -186,7 +186,8 @@ class FireEngine:
 
     def _weigh_before_joining(self) -> None:
         if self.on_ready_to_join is not None and self._jobs_known:
-            self.owners.weigh_before_joining(self._view, self._table, self.on_ready_to_join)
+            ready, aligning = self.on_ready_to_join, lambda: self.core.aligning
+            self.owners.weigh_before_joining(self._view, self._table, ready, aligning)
 
     def session_lost(self) -> None:
         """The session may be lost (the membership's verdict): never reuse its locks, and

@@ -75,9 +75,8 @@ class HistoryReads:
         self._post(job, m.RangesRead(tuple(ranges)))
 
     def holder_runs(self, job: str) -> bool:
-        """Whether the job's newest fire record says a run is going (claimed, not ended).
-        Unknown (a read failed): not, so the instants are left to a catch-up rather than
-        skipped for good."""
+        """Whether the job's newest fire record says a run is going (claimed, not ended);
+        unknown (a read failed): not, so its instants go to a catch-up, not skipped for good."""
         try:
             newest = self._claims.newest([job])
         except Exception:

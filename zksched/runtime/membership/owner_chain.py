@@ -149,12 +149,18 @@ class OwnerChain:
         )
 
     def weigh_before_joining(
-        self, view: ClusterView | None, jobs: Mapping[str, JobSpec], ready: Callable[[], None]
+        self,
+        view: ClusterView | None,
+        jobs: Mapping[str, JobSpec],
+        ready: Callable[[], None],
+        aligning: Callable[[], bool] = lambda: False,
     ) -> None:
         """While this member waits to join (`view.joining`), weigh every job's owner over
         the members and itself, a slice per step (the thread's other steps and heartbeat go
-        on), then call `ready`, once. Its node appears only then: the others hand it its
-        share when it can act at once, and the join itself costs one weight per job."""
+        on), then call `ready`, once, when `aligning()` is False as well. Its node appears
+        only then: the others hand it its share when it can act at once, and the join itself
+        costs one weight per job. (Joined while the fire core still aligns the job table, the
+        share would wait behind the rest of that sweep: at a million jobs, seconds.)"""
         if self._weighing or view is None or view.joining is None:
             return
         self._weighing, self._whole = True, True
@@ -172,12 +178,19 @@ class OwnerChain:
                 self._post(step)
             else:
                 self._weighed = jobs if self._whole else None
-                log.info(
-                    "weighed the owners of %d jobs; joining the cluster",
-                    count,
-                    extra={"event": "ready-to-join", "jobs": count},
-                )
-                ready()
+                self._post(join)
+            return []
+
+        def join(_now: float) -> list[m.Action]:
+            if aligning():
+                self._post(join)  # looked at again next turn, behind the alignment's slice
+                return []
+            log.info(
+                "weighed the owners of %d jobs; joining the cluster",
+                count,
+                extra={"event": "ready-to-join", "jobs": count},
+            )
+            ready()
             return []
 
         self._post(step)
