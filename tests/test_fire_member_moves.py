@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from zksched.core.fire import model as m
-from zksched.core.fire.member import MemberFireCore
+from zksched.core.fire.member import MemberFireCore, owns_nothing
 from zksched.core.fire.stages import (
     PHASE_MOVES,
     IllegalTransition,
@@ -191,3 +191,39 @@ def test_moved_names_are_aligned_in_the_order_they_came_a_plain_set_sorted() -> 
         assert core.owned() == sorted(first)  # the first two aligned, the others queued
         core.align(T0, None)
         assert core.owned() == sorted(came)
+
+
+def state(core: MemberFireCore) -> tuple[object, ...]:
+    return core.owned(), sorted(core.jobs), core.dormant, core.aligning
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sets(st.sampled_from(JOBS)), st.sets(st.sampled_from(JOBS)), st.integers(1, 12))
+def test_owning_nothing_aligns_what_is_in_hand_alone_and_ends_where_a_look_at_every_job_does(
+    before: set[str], changed: set[str], limit: int
+) -> None:
+    """Out of the view (`owns_nothing`), a job neither in hand nor owned has nothing to align:
+    the core looks at what it holds alone, and ends where a look at every job ends."""
+    looked, held = core_owning(before)[0], core_owning(before)[0]
+    out_looked = looked.view_changed(SESSION, lambda _n, _s: False, T0 + 1, None, limit)
+    out_held = held.view_changed(SESSION, owns_nothing, T0 + 1, None, limit)
+    out_looked += align_all(looked, T0 + 1, limit)[0]
+    out_held += align_all(held, T0 + 1, limit)[0]
+    assert real(out_held) == real(out_looked)
+    assert state(held) == state(looked)
+    # a new table: some jobs changed, the rest deleted
+    table = {n: (spec(name=n, schedule="*/2 * * * * *"), T0 + 2) for n in changed}
+    out_looked = looked.table_changed(table, T0 + 2, limit) + align_all(looked, T0 + 2, limit)[0]
+    out_held = held.table_changed(table, T0 + 2, limit) + align_all(held, T0 + 2, limit)[0]
+    assert real(out_held) == real(out_looked)
+    assert state(held) == state(looked)
+
+
+def test_a_member_out_of_the_view_holding_nothing_sweeps_no_job_of_a_new_table() -> None:
+    core = MemberFireCore()
+    core.view_changed(SESSION, owns_nothing, T0)
+    many = {f"job-{i}": (spec(name=f"job-{i}"), T0 - 3600) for i in range(10_000)}
+    assert core.table_changed(many, T0, limit=10) == []
+    assert not core.aligning  # a slice of ten a turn would be a thousand turns
+    assert core.view_changed(SESSION, lambda _n, _s: False, T0, None, 10) == []
+    assert core.aligning  # any other answer: every job looked at

@@ -38,7 +38,9 @@ Owns = Callable[[str, JobSpec], bool]
 FIRSTS_KEPT = 100_000  # (schedule, catch-up bound) pairs remembered by _first_after
 
 
-def _owns_nothing(_job: str, _spec: JobSpec) -> bool:
+def owns_nothing(_job: str, _spec: JobSpec) -> bool:
+    """What a member not in the view owns (the shell says so with this very function: then
+    only the jobs in hand can need aligning)."""
     return False
 
 
@@ -48,7 +50,7 @@ class MemberFireCore:
         self.jobs: dict[str, JobFireMachine] = {}
         self._table: Mapping[str, tuple[JobSpec, float]] = {}
         self._session: int | None = None
-        self._owns: Owns = _owns_nothing
+        self._owns: Owns = owns_nothing
         self._last_active: dict[str, float] = {}
         self._dormant = DormantJobs()  # owned jobs without a machine, and when each wakes
         self._stopping = False
@@ -226,7 +228,12 @@ class MemberFireCore:
         """Jobs to align: those that moved, or (None) every job in the table or in hand;
         those holding a fire or a lease first (another member taking one over waits for it,
         not for the bulk of dormant jobs)."""
-        if moved is None:
+        if moved is None and self._owns is owns_nothing:
+            # a job neither in hand nor owned has nothing to align: a member waiting to join
+            # sweeps none of a million jobs
+            names = [*self.jobs, *(n for n in self._dormant if n not in self.jobs)]
+            self._sweep_over(self._in_hand_first(names))
+        elif moved is None:
             names = list(self._table)
             names += [n for n in self.jobs if n not in self._table]
             names += [n for n in self._dormant if n not in self._table and n not in self.jobs]

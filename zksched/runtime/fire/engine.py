@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from zksched.core.fire import model as m
-from zksched.core.fire.member import MemberFireCore
+from zksched.core.fire.member import MemberFireCore, owns_nothing
 from zksched.core.firekey import fire_key
 from zksched.core.jobspec import JobSpec
 from zksched.core.jobtable import FireTable
@@ -157,17 +157,18 @@ class FireEngine:
             if isinstance(moved, Deriving):
                 return []  # its step comes again when its table is: it changes what we own
             self._owned_dirty = True
-            table, active, me = self.owners.table, view.active, view.member_id
+            table, me = self.owners.table, view.member_id
 
             def owns(name: str, spec: JobSpec) -> bool:
-                return active and table.job_owner(name, spec) == me
+                return table.job_owner(name, spec) == me
 
             self._view = view if session is not None else None
             if self._view is not None:
                 self.owners.note_refused(view, self._table, moved)
             self._weigh_before_joining()
+            mine = owns if view.active else owns_nothing  # not in the view: the core's own
             return self._aligned(
-                self.core.view_changed(session, owns, now, moved, self.align_slice)
+                self.core.view_changed(session, mine, now, moved, self.align_slice)
             )
 
         self._post(step)
@@ -232,8 +233,7 @@ class FireEngine:
         self._thread.start()
 
     def stop_dispatching(self) -> None:
-        """A graceful stop begins: own nothing from now on (idle leases go back now, busy
-        ones as their runs end)."""
+        """A graceful stop: own nothing now (idle leases go back at once, busy ones when done)."""
         self._post_change(self.core.stop)
 
     def stop(self, wait_for_running: float = 30.0) -> None:
