@@ -153,6 +153,17 @@ def test_a_member_whose_table_changed_while_it_waited_looks_at_every_job_on_join
     assert chain.follow(view([*OTHERS, joined_me], joined_me.znode, None), waiting, newer) is None
 
 
+def test_a_weighed_table_is_let_go_once_another_replaced_it() -> None:
+    """What was weighed holds the whole job table (a million jobs): kept only while it is
+    the table a join could use."""
+    chain, waiting = weighed_while_waiting()
+    chain.weigh_before_joining(waiting, JOBS, mock.Mock())
+    assert chain._weighed is JOBS
+    newer = {**JOBS, "late-job": spec(name="late-job")}
+    chain.weigh_before_joining(waiting, newer, mock.Mock())
+    assert chain._weighed is None
+
+
 def test_a_table_built_afresh_while_waiting_makes_joining_look_at_every_job() -> None:
     chain, waiting = weighed_while_waiting()
     # a member with an allow-list: the memo's keys mean something else, the table is new

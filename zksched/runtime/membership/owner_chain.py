@@ -161,6 +161,8 @@ class OwnerChain:
         only then: the others hand it its share when it can act at once, and the join itself
         costs one weight per job. (Joined while the fire core still aligns the job table, the
         share would wait behind the rest of that sweep: at a million jobs, seconds.)"""
+        if self._weighed is not None and self._weighed is not jobs:
+            self._weighed = None  # a table replaced since: let go (a million jobs' dict)
         if self._weighing or view is None or view.joining is None:
             return
         self._weighing, self._whole = True, True
