@@ -111,7 +111,7 @@ def wait_caught_up(out: Path, names: list[str], timeout: float = 30) -> None:
 
     def caught_up() -> bool:
         for name in names:
-            instants = {_instant(k) for k, _, _, _ in probe_runs(out, name)}
+            instants = {instant_of(k) for k, _, _, _ in probe_runs(out, name)}
             first, last = min(instants), int(time.time()) - 2
             if len(instants & set(range(first, last + 1))) < last + 1 - first:
                 return False
@@ -136,9 +136,9 @@ def count_probes(
         outcomes[name] = got
         first: dict[str, float] = {}
         for key, _, start, attempt in runs:
-            if attempt == 1 and began <= _instant(key) <= ended:
+            if attempt == 1 and began <= instant_of(key) <= ended:
                 first[key] = min(start, first.get(key, start))
-        lateness += [start - _instant(key) for key, start in first.items()]
+        lateness += [start - instant_of(key) for key, start in first.items()]
     return {
         "instants": sum(g["instants"] for g in outcomes.values()),
         "lost": sum(g["lost"] for g in outcomes.values()),
@@ -150,5 +150,6 @@ def count_probes(
     }
 
 
-def _instant(key: str) -> int:
+def instant_of(key: str) -> int:
+    """The instant (epoch seconds) of a fire key `job@<UTC instant>`."""
     return int(datetime.fromisoformat(key.split("@", 1)[1]).timestamp())

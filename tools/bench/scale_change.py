@@ -3,7 +3,9 @@ second while one member stops (SIGTERM) and a new one starts; how long each chan
 settle in every member's table, and the probes' instants lost or doubled across them.
 
 The probes are in the table from the first apply, paused (the idle measurement stays idle);
-one apply resumes them before the changes.
+one apply resumes them before the changes, which are counted from the moment every probe
+fires on time again (their catch-up of what came due while the members read that table
+belongs to the apply, not to the changes).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 
 from tools.bench.daemons import BenchMember, apply_jobs, probe_job, wait_for
 from tools.bench.failover import probe_runs
-from tools.bench.members_rolling import count_probes, wait_caught_up
+from tools.bench.members_rolling import count_probes, instant_of, wait_caught_up
 from tools.bench.registry import Result
 from tools.bench.report import progress
 
@@ -37,6 +39,23 @@ def _settled(group: Sequence[BenchMember], members: int, jobs: int) -> Callable[
             and all(owned)
             and (sum(int(o[-1]["owned"]) for o in owned) == jobs)
         )
+
+    return check
+
+
+def _on_time(out: Path, names: list[str]) -> Callable[[], bool]:
+    """Every probe's newest run started within 2 s of its instant: the catch-up of what came
+    due while the members read the resuming apply's table is over."""
+
+    def check() -> bool:
+        for name in names:
+            runs = probe_runs(out, name)
+            if not runs:
+                return False
+            key, _, started, _ = max(runs, key=lambda run: instant_of(run[0]))
+            if started - instant_of(key) > 2:
+                return False
+        return True
 
     return check
 
@@ -67,6 +86,8 @@ def change_membership(
         wait_for(
             lambda: all(len(probe_runs(out, n)) >= 2 for n in names), 120, "the probes to fire"
         )
+        # the change's count begins here: what the resume's catch-up skipped is not its doing
+        wait_for(_on_time(out, names), 120, "the probes to catch up")
     began = time.time()
     # after the applies (each a new table generation every member reads again): what the
     # change itself adds to RSS is the difference with `rss_mb_after`

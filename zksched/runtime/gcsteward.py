@@ -21,10 +21,11 @@ stay short. Then the C library is asked to give free heap back to the system (gl
 `malloc_trim`): a member that owned every job while it was alone and then handed most of
 them over keeps that memory otherwise.
 
-Free heap also goes back between passes, at calm moments at least `TRIM_INTERVAL` apart:
-at a million jobs a pass comes every minute or two, and a job table or owner table replaced
-meanwhile leaves hundreds of MB of free heap behind (given back in ~16 ms, without holding
-the interpreter; with nothing to give back, a trim is ~0.3 ms).
+Free heap also goes back between passes, every `TRIM_INTERVAL` seconds, busy or not: at a
+million jobs a quiet pass comes every minute or two at best (never, on a member with jobs
+every second), and a job table or owner table replaced meanwhile leaves hundreds of MB of
+free heap behind. A trim holds no interpreter thread (ctypes lets go of them), only the C
+library's heap for its ~16 ms (~0.3 ms with nothing to give back).
 
 A pass forced by time (the member is never quiet: e.g. a job fires every second) collects
 what was made since the last freeze and leaves the frozen alone: at a million jobs walking
@@ -51,7 +52,7 @@ MAX_INTERVAL = 300.0
 QUIET_AHEAD = 1.0
 PAUSE_SHARE = 0.01  # at most this share of the time in full passes (below MAX_INTERVAL)
 FROZEN_GROWTH = 0.25  # a forced pass unfreezes once the frozen grew this share (see above)
-TRIM_INTERVAL = MIN_INTERVAL  # seconds between two trims at calm moments (see above)
+TRIM_INTERVAL = MIN_INTERVAL  # seconds between two trims, at most (see above)
 LONG_PAUSE = 0.5  # seconds: a pass this long is said in the log (a member's probes wait)
 NO_AUTOMATIC_FULL_PASS = 1_000_000_000  # young passes before a full one: never, in practice
 
@@ -145,12 +146,10 @@ class GcSteward:
         was_quiet = False
         while not self._stop.wait(self._check_every):
             now = self._clock()
-            trim = now - self._trimmed >= TRIM_INTERVAL
             try:
                 ahead = max(QUIET_AHEAD, 3 * self.last_pause)
-                # asked only when a pass or a trim could follow: it looks at every job
-                may = trim or now - self._last >= self.spacing()
-                quiet = self._quiet(ahead) if may else False
+                # asked only when a pass could follow: the question looks at every job
+                quiet = self._quiet(ahead) if now - self._last >= self.spacing() else False
             except Exception:  # a question that fails is "not quiet"
                 quiet = False
             # quiet at two looks in a row: not a gap between two batches of a burst
@@ -159,9 +158,8 @@ class GcSteward:
                 # forced by time: heap given back and frozen walked only when calm (above)
                 self.collect(give_back=calm, unfreeze=calm or self.frozen_grew())
                 quiet = False
-            elif calm and trim:
+            if now - self._trimmed >= TRIM_INTERVAL:
                 self.give_back()
-                quiet = False
             was_quiet = quiet
 
 
