@@ -62,7 +62,7 @@ def test_a_pass_frees_garbage_cycles_and_freezes_what_survives() -> None:
         del survivor
 
 
-def test_a_pass_gives_free_heap_back_to_the_system(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_giving_back_asks_glibc_to_keep_no_free_heap(monkeypatch: pytest.MonkeyPatch) -> None:
     asked: list[int] = []
 
     def trim(pad: int) -> int:
@@ -70,16 +70,14 @@ def test_a_pass_gives_free_heap_back_to_the_system(monkeypatch: pytest.MonkeyPat
         return 1
 
     monkeypatch.setattr(gcsteward, "_malloc_trim", lambda: trim)
-    try:
-        GcSteward(lambda ahead: True).collect()
-    finally:
-        gc.unfreeze()
+    GcSteward(lambda ahead: True).give_back()
     assert asked == [0]  # keep no free memory at the heap's top
 
 
 def test_without_glibc_a_pass_still_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gcsteward, "_malloc_trim", lambda: None)
     steward = GcSteward(lambda ahead: True)
+    steward.give_back()  # nothing to ask
     try:
         steward.collect()
     finally:
@@ -170,11 +168,12 @@ def test_the_quiet_horizon_grows_with_the_last_pause() -> None:
         steward.stop()
 
 
-def test_a_pass_forced_by_time_gives_nothing_back(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_pass_gives_nothing_back_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Free heap goes back on the trims' own clock (TRIM_INTERVAL), not with each pass."""
     asked: list[int] = []
     monkeypatch.setattr(gcsteward, "_malloc_trim", lambda: asked.append)
     try:
-        GcSteward(lambda ahead: True).collect(give_back=False)
+        GcSteward(lambda ahead: True).collect()
     finally:
         gc.unfreeze()
     assert asked == []
@@ -215,13 +214,13 @@ def test_a_pass_forced_by_time_leaves_the_frozen_alone_until_they_grew() -> None
         young_gone = weakref.ref(young)
         del young
         assert not steward.frozen_grew()
-        steward.collect(give_back=False, unfreeze=False)
+        steward.collect(unfreeze=False)
         assert young_gone() is None  # what was made since the last freeze: collected
         assert frozen_gone() is not None  # the frozen: not walked
         kept = [Cycle() for _ in range(int(gc.get_freeze_count() * FROZEN_GROWTH) + 10)]
-        steward.collect(give_back=False, unfreeze=False)  # they survive: frozen
+        steward.collect(unfreeze=False)  # they survive: frozen
         assert steward.frozen_grew()
-        steward.collect(give_back=False, unfreeze=steward.frozen_grew())
+        steward.collect(unfreeze=steward.frozen_grew())
         assert frozen_gone() is None and not steward.frozen_grew()
         del kept
     finally:

@@ -17,15 +17,15 @@ stay automatic and cheap) and runs them itself:
 
 A pass at a quiet moment unfreezes, collects and freezes again: whatever survives it is
 moved out of the collector's sight until the next one (`gc.freeze()`), so even young passes
-stay short. Then the C library is asked to give free heap back to the system (glibc's
-`malloc_trim`): a member that owned every job while it was alone and then handed most of
-them over keeps that memory otherwise.
+stay short.
 
-Free heap also goes back between passes, every `TRIM_INTERVAL` seconds, busy or not: at a
-million jobs a quiet pass comes every minute or two at best (never, on a member with jobs
-every second), and a job table or owner table replaced meanwhile leaves hundreds of MB of
-free heap behind. A trim holds no interpreter thread (ctypes lets go of them), only the C
-library's heap for its ~16 ms (~0.3 ms with nothing to give back).
+Apart from the passes, every `TRIM_INTERVAL` seconds, busy or not, the C library is asked to
+give free heap back to the system (glibc's `malloc_trim`): a member that owned every job
+while it was alone and then handed most of them over keeps that memory otherwise, and a
+replaced job table or owner table leaves hundreds of MB of it at a million jobs (a quiet
+pass there comes every minute or two at best, and never on a member with jobs every
+second). A trim holds no interpreter thread (ctypes lets go of them), only the C library's
+heap for its ~16 ms (~0.3 ms with nothing to give back).
 
 A pass forced by time (the member is never quiet: e.g. a job fires every second) collects
 what was made since the last freeze and leaves the frozen alone: at a million jobs walking
@@ -108,10 +108,9 @@ class GcSteward:
         waited = now - self._last
         return waited >= MAX_INTERVAL or (quiet and waited >= self.spacing())
 
-    def collect(self, give_back: bool = True, unfreeze: bool = True) -> float:
-        """One full pass now (then free heap goes back to the system, if `give_back`; the
-        frozen objects are walked too if `unfreeze`); returns how long everything was
-        held."""
+    def collect(self, unfreeze: bool = True) -> float:
+        """One full pass now (the frozen objects are walked too if `unfreeze`); returns how
+        long everything was held."""
         started = time.perf_counter()
         if unfreeze:
             gc.unfreeze()
@@ -120,8 +119,6 @@ class GcSteward:
         pause = time.perf_counter() - started
         if unfreeze:
             self._frozen, self.last_pause = gc.get_freeze_count(), pause
-        if give_back:
-            self.give_back()
         self._last = self._clock()
         self.passes += 1
         log.log(
@@ -134,8 +131,10 @@ class GcSteward:
 
     def give_back(self) -> None:
         """Free heap back to the system (interpreter threads go on meanwhile: ctypes lets
-        go of them)."""
-        _give_back_free_heap()
+        go of them). Without glibc, nothing to ask."""
+        trim = _malloc_trim()
+        if trim is not None:
+            trim(0)  # keep no free memory at the heap's top either
         self._trimmed = self._clock()
 
     def frozen_grew(self) -> bool:
@@ -155,8 +154,8 @@ class GcSteward:
             # quiet at two looks in a row: not a gap between two batches of a burst
             calm = quiet and was_quiet
             if self.due(now, calm):
-                # forced by time: heap given back and frozen walked only when calm (above)
-                self.collect(give_back=calm, unfreeze=calm or self.frozen_grew())
+                # forced by time: the frozen walked only when calm or grown (above)
+                self.collect(unfreeze=calm or self.frozen_grew())
                 quiet = False
             if now - self._trimmed >= TRIM_INTERVAL:
                 self.give_back()
@@ -165,16 +164,10 @@ class GcSteward:
 
 @functools.cache
 def _malloc_trim() -> Callable[[int], int] | None:
-    """glibc's malloc_trim, or None (another C library); looked up at the first pass."""
+    """glibc's malloc_trim, or None (another C library); looked up at the first trim."""
     try:
         trim = ctypes.CDLL(None).malloc_trim  # the process's own symbols: libc's among them
     except (OSError, AttributeError):
         return None
     trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
     return trim
-
-
-def _give_back_free_heap() -> None:
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)
