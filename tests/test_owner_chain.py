@@ -121,16 +121,19 @@ def test_the_engine_joins_after_its_table_is_aligned_and_then_moves_its_share_al
     engine.update_jobs(JobsSnapshot(1, entries))
     waiting = view(OTHERS, None, ME)
     engine.update_view(waiting)
-    for _ in range(40):
+    try:
+        for _ in range(40):
+            engine.turn(0.0)
+        assert aligning_at_ready == [False]
+        calls: list[object] = []
+        engine.core.view_changed = lambda *args: calls.append(args[3]) or []  # type: ignore[method-assign]
+        joined_me = replace(ME, znode="new-900.0000000042")
+        engine.update_view(view([*OTHERS, joined_me], joined_me.znode, None))
         engine.turn(0.0)
-    assert aligning_at_ready == [False]
-    calls: list[object] = []
-    engine.core.view_changed = lambda *args: calls.append(args[3]) or []  # type: ignore[method-assign]
-    joined_me = replace(ME, znode="new-900.0000000042")
-    engine.update_view(view([*OTHERS, joined_me], joined_me.znode, None))
-    engine.turn(0.0)
-    scratch = OwnerTable([*OTHERS, joined_me])
-    assert calls == [{n for n, s in JOBS.items() if scratch.job_owner(n, s) == ME.member_id}]
+        scratch = OwnerTable([*OTHERS, joined_me])
+        assert calls == [{n for n, s in JOBS.items() if scratch.job_owner(n, s) == ME.member_id}]
+    finally:
+        engine.stop(0.0)  # its pools and the runner's descriptor
 
 
 def weighed_while_waiting(

@@ -23,6 +23,9 @@ from zksched.core.jobspec.spec import JobSpec, _field_defaults
 
 _check_schedule = _CHECKS["schedule"]
 _NUMBERS = (int, float, bool)  # equal across types: each compared by type too
+# what `JobSpec._from_checked` takes but the name; what is computed from a spec (its parsed
+# schedule, its hash) is a twin's own
+_SHARED = tuple(k for k, _ in _field_defaults() if k[0] != "_" and k != "name")
 
 
 class _Template:
@@ -34,10 +37,7 @@ class _Template:
     def __init__(self, record: dict[str, Any], spec: JobSpec) -> None:
         self._probe = dict(record)  # its name and schedule are overwritten by each probe
         self._typed = tuple((k, type(v)) for k, v in record.items() if type(v) in _NUMBERS)
-        # what `JobSpec._from_checked` takes, but the name; what is computed from a spec
-        # (its parsed schedule, its hash) is a twin's own
-        shared = [k for k, _ in _field_defaults() if k[0] != "_" and k != "name"]
-        self.values = {k: getattr(spec, k) for k in shared}
+        self.values = {k: getattr(spec, k) for k in _SHARED}
 
     def matches(self, record: dict[str, Any], name: str, schedule: str) -> bool:
         probe = self._probe

@@ -159,8 +159,10 @@ class OwnerChain:
         the members and itself, a slice per step (the thread's other steps and heartbeat go
         on), then call `ready`, once, when `aligning()` is False as well. Its node appears
         only then: the others hand it its share when it can act at once, and the join itself
-        costs one weight per job. (Joined while the fire core still aligns the job table, the
-        share would wait behind the rest of that sweep: at a million jobs, seconds.)"""
+        costs one weight per job. (Joined while the fire core still aligns, the share would
+        wait behind the rest of that alignment. A core told `owns_nothing` has only what it
+        holds to align, nothing before a first join: this holds the rule whatever it holds.)
+        Each call lets go of a weighed table that `jobs` replaced (it holds every job)."""
         if self._weighed is not None and self._weighed is not jobs:
             self._weighed = None  # a table replaced since: let go (a million jobs' dict)
         if self._weighing or view is None or view.joining is None:
