@@ -778,6 +778,42 @@ def test_an_instant_skipped_behind_a_claim_is_recorded_once_that_claim_runs() ->
     assert m.RecordSkip("job", at(1), "scheduled", m.SkipReason.STILL_RUNNING) in out
 
 
+def test_an_instant_skipped_behind_another_members_instant_is_due_again() -> None:
+    """Regression (scale benchmark, a million jobs, the join): the newcomer had the job's
+    lease only once the old owner, late in aligning its moved jobs, let it go; it claimed the
+    instant it had waited for, which the old owner had run, and the next instant, due while
+    that claim was on its way, was recorded `still-running` behind a run that never was
+    (the old owner's had ended before the lease came). It is due again, its successor not."""
+    shell = Shell(spec(), updated_at=T0 - 0.5)
+    shell.join()
+    shell.lease(m.LeaseOutcome.TAKEN)
+    shell.to(0.0)
+    shell.to(1.0)  # at(1) skipped behind at(0)'s claim
+    shell.now = T0 + 1.2
+    out = shell.give(m.ClaimAnswered(at(0), m.ClaimOutcome.TAKEN, holder="vm-old"))
+    assert claims(out) == [at(1)]
+    shell.run(at(1), token=5)
+    assert m.Start("job", at(1), "scheduled", 5) in shell.actions
+    assert not shell.of(m.RecordSkip)
+
+
+def test_an_instant_skipped_behind_another_members_instant_past_its_successor_is_recorded() -> None:
+    """The same answer after at(2) came due too: at(1) is never started after its successor
+    was due (recorded `still-running`), at(2) is due again."""
+    shell = Shell(spec(), updated_at=T0 - 0.5)
+    shell.join()
+    shell.lease(m.LeaseOutcome.TAKEN)
+    shell.to(0.0)
+    shell.to(1.0)
+    shell.to(2.0)
+    assert shell.skips(m.SkipReason.STILL_RUNNING) == [at(1), at(2)]
+    shell.now = T0 + 2.1
+    out = shell.give(m.ClaimAnswered(at(0), m.ClaimOutcome.TAKEN, holder="vm-old"))
+    assert m.RecordSkip("job", at(1), "scheduled", m.SkipReason.STILL_RUNNING) in out
+    assert claims(out) == [at(2)]
+    assert not [a for a in out if isinstance(a, m.RecordSkip) and a.instant == at(2)]
+
+
 def skipped_behind_a_claim(job: JobSpec) -> Shell:
     """at(1) came due while the claim of at(0) was on its way: skipped, not recorded yet."""
     shell = Shell(job, updated_at=T0 - 0.5)

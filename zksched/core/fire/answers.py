@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from zksched.core.fire import model as m
 from zksched.core.fire.stages import COMMAND_UP, FireStage, JobPhase, LeaseStage, Step
-from zksched.core.fire.state import NEVER, FireInProgress, JobState, raise_illegal
+from zksched.core.fire.state import NEVER, FireInProgress, JobState, due_of, raise_illegal
 
 
 class AnswerHandling(JobState):
@@ -135,6 +135,7 @@ class AnswerHandling(JobState):
                 # passed by a newer record: nothing is at its instant, so it is recorded
                 record = event.passed and self.phase is JobPhase.ACTIVE
                 self._drop(fire, m.SkipReason.ALREADY_CLAIMED, f"by {holder}", record)
+                self._due_again(now)
             case m.ClaimOutcome.UNKNOWN:
                 fire.step(Step.UNKNOWN)
                 fire.retry_at = now + self.tunables.retry_interval
@@ -151,6 +152,22 @@ class AnswerHandling(JobState):
                 else:
                     record = self.phase is JobPhase.ACTIVE
                     self._drop(fire, m.SkipReason.CLAIM_ERROR, "its claim never landed", record)
+
+    def _due_again(self, now: float) -> None:
+        """The instants skipped while a claim of ours held the job, that claim being another
+        member's instant: nothing ran over them (the lease is ours, and that member's run
+        ended before it let the lease go). Each is due again while its successor is not,
+        else recorded `still-running` (a handover's late claim must not cost the next)."""
+        if self.holding or self._outcome_pending or self.phase is not JobPhase.ACTIVE:
+            return
+        held, self._unrecorded_ = self._unrecorded, None
+        for instant in held:
+            due = due_of(self.spec, instant)
+            if self._deadline(instant, "scheduled", due) > now:
+                self._due(instant, "scheduled", due, now)
+            elif self.session is not None:
+                reason = m.SkipReason.STILL_RUNNING
+                self._emit(m.RecordSkip(self.spec.name, instant, "scheduled", reason))
 
     def _refuse_start(
         self, fire: FireInProgress, now: float, late: bool

@@ -375,6 +375,9 @@ class JobState:
     def _pump(self, now: float) -> None:
         raise NotImplementedError
 
+    def _due(self, instant: datetime, kind: m.FireKind, due: float, now: float) -> None:
+        raise NotImplementedError
+
     def _set_next(self, after: datetime) -> None:
         raise NotImplementedError
 
