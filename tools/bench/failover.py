@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import signal
 import subprocess
 import sys
@@ -160,15 +161,25 @@ def bench_failover(ctx: BenchContext) -> Result:
     return result
 
 
-def _outcome(runs: list[tuple[str, str, float, int]], records: dict[str, str]) -> dict[str, Any]:
+def _outcome(
+    runs: list[tuple[str, str, float, int]],
+    records: dict[str, str],
+    between: tuple[float, float] | None = None,
+) -> dict[str, Any]:
     """Lost instants (no run; with what the cluster recorded: claimed by a member killed
     before starting it, the at-most-once window; skipped; or no record, a bug), doubled
-    ones (two runs of one attempt number), and those run again (a later attempt)."""
+    ones (two runs of one attempt number), and those run again (a later attempt): of every
+    instant from the first run's to the last's, or (`between`) of those between two times."""
     attempts: dict[str, list[int]] = {}
     for key, _, _, attempt in runs:
         attempts.setdefault(key, []).append(attempt)
-    instants = sorted(int(datetime.fromisoformat(k.split("@", 1)[1]).timestamp()) for k in attempts)
-    expected = set(range(instants[0], instants[-1] + 1)) if instants else set()
+    if between is not None:
+        lo, hi = math.ceil(between[0]), math.floor(between[1])
+        attempts = {k: a for k, a in attempts.items() if lo <= instant_of(k) <= hi}
+        expected = set(range(lo, hi + 1))
+    instants = sorted(instant_of(k) for k in attempts)
+    if between is None:
+        expected = set(range(instants[0], instants[-1] + 1)) if instants else set()
     lost = sorted(expected - set(instants))
     return {
         "instants": len(expected),
@@ -202,3 +213,8 @@ def probe_records(zk: str, client_id: str, probe: str = PROBE) -> dict[str, str]
         reason = f" ({row['skip_reason']})" if row.get("skip_reason") else ""
         out[row["scheduled"]] = f"{row.get('state')} by {row.get('member_id')}{reason}"
     return out
+
+
+def instant_of(key: str) -> int:
+    """The instant (epoch seconds) of a fire key `job@<UTC instant>`."""
+    return int(datetime.fromisoformat(key.split("@", 1)[1]).timestamp())

@@ -8,12 +8,11 @@ import contextlib
 import time
 import uuid
 from collections.abc import Callable
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from tools.bench.daemons import BenchMember, job_table, wait_for, zksched_cli
-from tools.bench.failover import _outcome, probe_records, probe_runs
+from tools.bench.failover import _outcome, instant_of, probe_records, probe_runs
 from tools.bench.members_rig import JobKey, OwnerModel, Zookeeper
 from tools.bench.registry import Result
 from tools.bench.report import percentiles, progress
@@ -124,15 +123,15 @@ def wait_caught_up(out: Path, names: list[str], timeout: float = 30) -> None:
 def count_probes(
     zk: str, client_id: str, out: Path, names: list[str], began: float, ended: float
 ) -> Result:
-    """Instants of these probes run, lost (with what the cluster recorded), doubled; how late
-    the first run of each instant due between `began` and `ended` started."""
+    """Of the instants of these probes due between `began` and `ended`: those run, lost (with
+    what the cluster recorded), doubled, and how late the first run of each started."""
     outcomes = {}
     lateness: list[float] = []
     for name in names:
         runs = probe_runs(out, name)
-        got = _outcome(runs, {})
+        got = _outcome(runs, {}, (began, ended))
         if got["lost"]:
-            got = _outcome(runs, probe_records(zk, client_id, name))
+            got = _outcome(runs, probe_records(zk, client_id, name), (began, ended))
         outcomes[name] = got
         first: dict[str, float] = {}
         for key, _, start, attempt in runs:
@@ -148,8 +147,3 @@ def count_probes(
         "late_s": percentiles(lateness),
         "late_over_1s": sum(1 for x in lateness if x > 1.0),
     }
-
-
-def instant_of(key: str) -> int:
-    """The instant (epoch seconds) of a fire key `job@<UTC instant>`."""
-    return int(datetime.fromisoformat(key.split("@", 1)[1]).timestamp())

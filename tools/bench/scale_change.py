@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from tools.bench.daemons import BenchMember, apply_jobs, probe_job, wait_for
-from tools.bench.failover import probe_runs
-from tools.bench.members_rolling import count_probes, instant_of, wait_caught_up
+from tools.bench.failover import instant_of, probe_runs
+from tools.bench.members_rolling import count_probes, wait_caught_up
 from tools.bench.registry import Result
 from tools.bench.report import progress
 
