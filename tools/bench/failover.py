@@ -176,10 +176,10 @@ def _outcome(
     if between is not None:
         lo, hi = math.ceil(between[0]), math.floor(between[1])
         attempts = {k: a for k, a in attempts.items() if lo <= instant_of(k) <= hi}
-        expected = set(range(lo, hi + 1))
     instants = sorted(instant_of(k) for k in attempts)
     if between is None:
-        expected = set(range(instants[0], instants[-1] + 1)) if instants else set()
+        lo, hi = (instants[0], instants[-1]) if instants else (0, -1)
+    expected = set(range(lo, hi + 1))
     lost = sorted(expected - set(instants))
     return {
         "instants": len(expected),
@@ -218,3 +218,12 @@ def probe_records(zk: str, client_id: str, probe: str = PROBE) -> dict[str, str]
 def instant_of(key: str) -> int:
     """The instant (epoch seconds) of a fire key `job@<UTC instant>`."""
     return int(datetime.fromisoformat(key.split("@", 1)[1]).timestamp())
+
+
+def first_starts(runs: list[tuple[str, str, float, int]]) -> dict[str, float]:
+    """Fire key -> when the first run of its first attempt started."""
+    first: dict[str, float] = {}
+    for key, _, started, attempt in runs:
+        if attempt == 1:
+            first[key] = min(started, first.get(key, started))
+    return first

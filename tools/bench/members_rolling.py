@@ -12,7 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from tools.bench.daemons import BenchMember, job_table, wait_for, zksched_cli
-from tools.bench.failover import _outcome, instant_of, probe_records, probe_runs
+from tools.bench.failover import (
+    _outcome,
+    first_starts,
+    instant_of,
+    probe_records,
+    probe_runs,
+)
 from tools.bench.members_rig import JobKey, OwnerModel, Zookeeper
 from tools.bench.registry import Result
 from tools.bench.report import percentiles, progress
@@ -133,11 +139,11 @@ def count_probes(
         if got["lost"]:
             got = _outcome(runs, probe_records(zk, client_id, name), (began, ended))
         outcomes[name] = got
-        first: dict[str, float] = {}
-        for key, _, start, attempt in runs:
-            if attempt == 1 and began <= instant_of(key) <= ended:
-                first[key] = min(start, first.get(key, start))
-        lateness += [start - instant_of(key) for key, start in first.items()]
+        lateness += [
+            start - instant_of(key)
+            for key, start in first_starts(runs).items()
+            if began <= instant_of(key) <= ended
+        ]
     return {
         "instants": sum(g["instants"] for g in outcomes.values()),
         "lost": sum(g["lost"] for g in outcomes.values()),

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tools.bench.daemons import BenchMember, apply_jobs, probe_job, wait_for
-from tools.bench.failover import instant_of, probe_runs
+from tools.bench.failover import first_starts, instant_of, probe_runs
 from tools.bench.members_rolling import count_probes, wait_caught_up
 from tools.bench.registry import Result
 from tools.bench.report import progress
@@ -51,9 +51,7 @@ def _on_time(out: Path, names: list[str], newest: int = 3) -> Callable[[], bool]
 
     def check() -> bool:
         for name in names:
-            first: dict[str, float] = {}
-            for key, _, started, _ in probe_runs(out, name):
-                first[key] = min(started, first.get(key, started))
+            first = first_starts(probe_runs(out, name))
             keys = sorted(first, key=instant_of)[-newest:]
             if len(keys) < newest or instant_of(keys[-1]) - instant_of(keys[0]) != newest - 1:
                 return False

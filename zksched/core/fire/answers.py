@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from zksched.core.fire import model as m
 from zksched.core.fire.stages import COMMAND_UP, FireStage, JobPhase, LeaseStage, Step
 from zksched.core.fire.state import NEVER, FireInProgress, JobState, due_of, raise_illegal
@@ -160,14 +162,18 @@ class AnswerHandling(JobState):
         else recorded `still-running` (a handover's late claim must not cost the next)."""
         if self.holding or self._outcome_pending or self.phase is not JobPhase.ACTIVE:
             return
-        held, self._unrecorded_ = self._unrecorded, None
-        for instant in held:
+        stale: list[datetime] = []
+        fresh: list[tuple[datetime, float]] = []
+        for instant in self._unrecorded:
             due = due_of(self.spec, instant)
             if self._deadline(instant, "scheduled", due) > now:
-                self._due(instant, "scheduled", due, now)
-            elif self.session is not None:
-                reason = m.SkipReason.STILL_RUNNING
-                self._emit(m.RecordSkip(self.spec.name, instant, "scheduled", reason))
+                fresh.append((instant, due))
+            else:
+                stale.append(instant)
+        self._unrecorded_ = stale or None
+        self._record_still_running()
+        for instant, due in fresh:
+            self._due(instant, "scheduled", due, now)
 
     def _refuse_start(
         self, fire: FireInProgress, now: float, late: bool
